@@ -1,0 +1,80 @@
+"""Save and load result tables together with the metadata of the run that made them.
+
+A results file is JSON: ``{"metadata": {...}, "rows": [{...}, ...]}``; a CSV copy can be
+written beside it for spreadsheets. Reference runs live in the repository's ``results/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["save_results", "load_results", "reference_path", "output_path", "RESULTS_DIR"]
+
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+
+
+def save_results(
+    frame: pd.DataFrame, path: "str | os.PathLike[str]", metadata: dict[str, Any], *, csv: bool = False
+) -> Path:
+    """Write ``frame`` and ``metadata`` to JSON at ``path`` atomically (and a .csv if asked)."""
+    out = Path(path)
+    if out.suffix != ".json":
+        raise ValueError(f"results path must end in .json, got {str(out)!r}")
+    if not out.parent.exists():
+        raise ValueError(f"folder {str(out.parent)!r} does not exist; create it first")
+    payload = {"metadata": metadata, "rows": json.loads(frame.to_json(orient="records"))}
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(payload, fh, indent=1, sort_keys=False)
+            fh.write("\n")
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    if csv:
+        frame.to_csv(out.with_suffix(".csv"), index=False)
+    return out
+
+
+def load_results(path: "str | os.PathLike[str]") -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Read a file written by :func:`save_results`: (table, metadata)."""
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"no results file at {str(p)!r}")
+    payload = json.loads(p.read_text())
+    if not isinstance(payload, dict) or "rows" not in payload or "metadata" not in payload:
+        raise ValueError(f"{str(p)!r} is not an fp16lab results file (needs 'metadata' and 'rows')")
+    return pd.DataFrame(payload["rows"]), payload["metadata"]
+
+
+def reference_path(name: str) -> Path:
+    """Path of a committed reference result, e.g. ``reference_path('align_h200.json')``."""
+    p = RESULTS_DIR / name
+    if not p.exists():
+        have = sorted(x.name for x in RESULTS_DIR.glob("*.json")) if RESULTS_DIR.exists() else []
+        raise FileNotFoundError(
+            f"no reference result {name!r} in {str(RESULTS_DIR)!r}; available: {have}. "
+            "Reference files ship with the repository checkout (install with `pip install -e .`)."
+        )
+    return p
+
+
+def output_path(name: str) -> Path:
+    """Where a lesson saves the numbers it just measured.
+
+    ``results/<name>.json`` during a reference run (``FP16LAB_REFERENCE_RUN=1``, set by
+    ``python -m fp16lab.outputs run --reference``), otherwise ``results/local/<name>.json``
+    (git-ignored), so a learner's run never overwrites the committed reference.
+    """
+    if not name or "/" in name or name.endswith(".json"):
+        raise ValueError(f"name must be a bare name like 'align_sweep', got {name!r}")
+    folder = RESULTS_DIR if os.environ.get("FP16LAB_REFERENCE_RUN") == "1" else RESULTS_DIR / "local"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{name}.json"

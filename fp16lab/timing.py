@@ -1,0 +1,124 @@
+"""Honest timing: warm-up, synchronisation, many runs, the median.
+
+Built on ``torch.utils.benchmark`` (it synchronises the accelerator around each timed
+block) and, where single launches matter, CUDA events.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.utils.benchmark as tbench
+
+from fp16lab.precision import Precision, parse_device, parse_precision, precision_context
+
+__all__ = ["Timing", "time_fn", "time_cuda_events", "matmul_tflops", "DTYPES"]
+
+DTYPES: dict[Precision, torch.dtype] = {
+    Precision.FP32: torch.float32,
+    Precision.TF32: torch.float32,
+    Precision.FP16: torch.float16,
+    Precision.BF16: torch.bfloat16,
+}
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds per call: the median over timed runs, their interquartile range and count."""
+
+    median_s: float
+    iqr_s: float
+    runs: int
+    method: str
+
+    @property
+    def spread(self) -> float:
+        """IQR relative to the median: a noise estimate."""
+        return self.iqr_s / self.median_s if self.median_s else float("nan")
+
+    def __str__(self) -> str:
+        return f"{self.median_s * 1e3:.3f} ms median (IQR {self.spread:.1%}, {self.runs} runs, {self.method})"
+
+
+def time_fn(
+    fn: Callable[[], object],
+    *,
+    warmup: int = 3,
+    min_run_time: float = 0.5,
+) -> Timing:
+    """Time ``fn()`` with ``torch.utils.benchmark.Timer.blocked_autorange``.
+
+    Defaults: ``warmup=3`` untimed calls first (module load, autotuning, allocator),
+    then blocks of calls for at least ``min_run_time=0.5`` seconds; the accelerator is
+    synchronised around every block.
+    """
+    if warmup < 0:
+        raise ValueError(f"warmup must be >= 0, got {warmup!r}")
+    if min_run_time <= 0:
+        raise ValueError(f"min_run_time must be > 0, got {min_run_time!r}")
+    for _ in range(warmup):
+        fn()
+    m = tbench.Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_run_time)
+    return Timing(m.median, m.iqr, len(m.times), "torch.utils.benchmark")
+
+
+def time_cuda_events(fn: Callable[[], object], *, warmup: int = 3, repeats: int = 20) -> Timing:
+    """Time each of ``repeats`` calls of ``fn()`` with a pair of CUDA events; median of them."""
+    if not torch.cuda.is_available():
+        raise RuntimeError("time_cuda_events needs a CUDA GPU; use time_fn on other devices")
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats!r}")
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    pairs = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        pairs.append((start, end))
+    torch.cuda.synchronize()
+    times = sorted(s.elapsed_time(e) / 1e3 for s, e in pairs)
+    q = statistics.quantiles(times, n=4) if len(times) >= 2 else [times[0]] * 3
+    return Timing(statistics.median(times), q[2] - q[0], repeats, "CUDA events")
+
+
+def matmul_tflops(
+    m: int,
+    n: int,
+    k: int,
+    precision: "Precision | str" = "fp16",
+    device: "torch.device | str" = "cuda",
+    *,
+    min_run_time: float = 0.5,
+    seed: int = 0,
+) -> dict[str, object]:
+    """Achieved TFLOP/s of an (m×k) @ (k×n) product on fresh random (never zero) inputs.
+
+    ``precision`` picks the dtype: fp32 (TF32 off), tf32 (fp32 storage, TF32 on), fp16, bf16.
+    Returns a dict with m, n, k, precision, seconds, IQR and tflops.
+    """
+    for name, v in (("m", m), ("n", n), ("k", k)):
+        if not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    p = parse_precision(precision)
+    dev = parse_device(device)
+    g = torch.Generator(device=dev).manual_seed(seed)
+    a = torch.randn(m, k, device=dev, dtype=DTYPES[p], generator=g)
+    b = torch.randn(k, n, device=dev, dtype=DTYPES[p], generator=g)
+    with precision_context(p):
+        t = time_fn(lambda: torch.matmul(a, b), min_run_time=min_run_time)
+    flops = 2.0 * m * n * k
+    return {
+        "m": m,
+        "n": n,
+        "k": k,
+        "precision": p.value,
+        "seconds": t.median_s,
+        "iqr_s": t.iqr_s,
+        "tflops": flops / t.median_s / 1e12,
+    }
