@@ -16,7 +16,8 @@ import pandas as pd
 
 __all__ = ["save_results", "load_results", "reference_path", "output_path", "RESULTS_DIR"]
 
-RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+# The repository's results/ folder; FP16LAB_RESULTS_DIR points elsewhere (tests, drafts).
+RESULTS_DIR = Path(os.environ.get("FP16LAB_RESULTS_DIR") or Path(__file__).resolve().parent.parent / "results")
 
 
 def save_results(
