@@ -1,0 +1,57 @@
+"""pyproject.toml and environment.yml name the same packages, so they cannot drift."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import fp16lab
+
+ROOT = Path(__file__).resolve().parent.parent
+CONDA_TO_PIP = {"pytorch": "torch"}  # conda-forge names that differ from PyPI's
+CONDA_ONLY = {"python", "pip"}
+
+
+def _name(req: str) -> str:
+    return re.split(r"[<>=!~ \[;]", req.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def pyproject_packages() -> set[str]:
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    reqs = list(data["dependencies"]) + list(data["optional-dependencies"]["dev"])
+    return {_name(r) for r in reqs}
+
+
+def environment_packages() -> set[str]:
+    names, in_deps = set(), False
+    for line in (ROOT / "environment.yml").read_text().splitlines():
+        if line.startswith("dependencies:"):
+            in_deps = True
+            continue
+        m = re.match(r"^  - ([A-Za-z0-9_.\-]+)", line)
+        if in_deps and m and not line.strip().startswith("- pip:"):
+            names.add(CONDA_TO_PIP.get(m.group(1).lower(), m.group(1).lower()))
+    return names - CONDA_ONLY
+
+
+def test_same_packages_in_both_files():
+    py, conda = pyproject_packages(), environment_packages()
+    assert py == conda, f"only in pyproject: {sorted(py - conda)}; only in environment.yml: {sorted(conda - py)}"
+
+
+def test_environment_installs_this_repo():
+    assert "- -e .[dev]" in (ROOT / "environment.yml").read_text()
+
+
+def test_version_and_typed_marker():
+    assert re.fullmatch(r"\d+\.\d+\.\d+", fp16lab.__version__)
+    assert (ROOT / "fp16lab" / "py.typed").exists()
+    for name in fp16lab.__all__:
+        assert name == "__version__" or (ROOT / "fp16lab" / f"{name}.py").exists(), name
+
+
+def test_ci_calls_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text()
+    assert "make test" in readme.split("## ", 2)[1]  # the Quickstart section
+    assert "make test" in (ROOT / ".ci" / "run").read_text()

@@ -1,0 +1,68 @@
+"""Timing helpers and the results file format."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pandas as pd
+import pytest
+
+from fp16lab.results import load_results, output_path, reference_path, save_results
+from fp16lab.timing import matmul_tflops, time_fn
+
+
+def test_time_fn_measures_a_known_sleep():
+    t = time_fn(lambda: time.sleep(0.01), warmup=1, min_run_time=0.1)
+    assert 0.009 < t.median_s < 0.05 and t.runs >= 1
+
+
+def test_time_fn_rejects_bad_args():
+    with pytest.raises(ValueError, match="-1"):
+        time_fn(lambda: None, warmup=-1)
+    with pytest.raises(ValueError, match="min_run_time"):
+        time_fn(lambda: None, min_run_time=0)
+
+
+def test_matmul_tflops_on_cpu_counts_flops():
+    r = matmul_tflops(64, 32, 16, "fp32", "cpu", min_run_time=0.05)
+    assert (r["m"], r["n"], r["k"], r["precision"]) == (64, 32, 16, "fp32")
+    assert r["tflops"] == pytest.approx(2 * 64 * 32 * 16 / r["seconds"] / 1e12)
+    with pytest.raises(ValueError, match="got 0"):
+        matmul_tflops(0, 8, 8, "fp32", "cpu")
+    with pytest.raises(ValueError, match="'int8'"):
+        matmul_tflops(8, 8, 8, "int8", "cpu")
+
+
+def test_results_round_trip(tmp_path):
+    df = pd.DataFrame({"config": ["a", "b"], "img_s": [1.5, float("nan")]})
+    path = save_results(df, tmp_path / "r.json", {"device": "CPU"}, csv=True)
+    back, meta = load_results(path)
+    assert meta == {"device": "CPU"}
+    assert back["config"].tolist() == ["a", "b"] and back["img_s"][0] == 1.5
+    assert (tmp_path / "r.csv").exists()
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_results_errors(tmp_path):
+    df = pd.DataFrame({"a": [1]})
+    with pytest.raises(ValueError, match="must end in .json"):
+        save_results(df, tmp_path / "r.txt", {})
+    with pytest.raises(ValueError, match="does not exist"):
+        save_results(df, tmp_path / "nope" / "r.json", {})
+    with pytest.raises(FileNotFoundError, match="no results file"):
+        load_results(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text(json.dumps([1, 2]))
+    with pytest.raises(ValueError, match="not an fp16lab results file"):
+        load_results(tmp_path / "bad.json")
+    with pytest.raises(FileNotFoundError, match="available"):
+        reference_path("definitely_missing.json")
+
+
+def test_output_path_never_overwrites_reference(monkeypatch):
+    monkeypatch.delenv("FP16LAB_REFERENCE_RUN", raising=False)
+    assert output_path("x").parent.name == "local"
+    monkeypatch.setenv("FP16LAB_REFERENCE_RUN", "1")
+    assert output_path("x").parent.name == "results"
+    with pytest.raises(ValueError, match="'a/b'"):
+        output_path("a/b")
