@@ -6,12 +6,16 @@ block) and, where single launches matter, CUDA events.
 
 from __future__ import annotations
 
+import logging
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-import torch.utils.benchmark as tbench
+
+# Importing torch.utils.benchmark logs "No CUDA runtime is found" on CPU machines: noise.
+logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+import torch.utils.benchmark as tbench  # noqa: E402
 
 from fp16lab.precision import Precision, parse_device, parse_precision, precision_context
 
