@@ -1,0 +1,329 @@
+"""fp16lab.align: rounding, the matmul sweep, the model audit, padding and kernel names."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+from fp16lab.align import (
+    AuditReport,
+    PaddedLinear,
+    alignment_for,
+    audit,
+    cuda_kernels,
+    is_aligned,
+    matmul_sweep,
+    pad_embedding,
+    pad_layers,
+    pad_linear,
+    pad_to_multiple,
+    tensor_core_kind,
+    wave_quantization,
+)
+
+# ------------------------------------------------------------------------ rounding
+
+
+@pytest.mark.parametrize(
+    "n, multiple, want",
+    [(50257, 8, 50264), (50257, 64, 50304), (4096, 8, 4096), (4095, 8, 4096), (1, 8, 8), (7, 1, 7), (9, 4, 12)],
+)
+def test_pad_to_multiple(n, multiple, want):
+    got = pad_to_multiple(n, multiple)
+    assert got == want == math.ceil(n / multiple) * multiple
+    assert is_aligned(got, multiple)
+
+
+def test_pad_to_multiple_default_is_8():
+    assert pad_to_multiple(1001) == 1008
+
+
+@pytest.mark.parametrize("n", [0, -8, 3.0, True, "8"])
+def test_pad_to_multiple_rejects_bad_sizes(n):
+    with pytest.raises(ValueError, match="n must be a positive int"):
+        pad_to_multiple(n)
+
+
+@pytest.mark.parametrize("multiple", [0, -1, 2.5])
+def test_pad_to_multiple_rejects_bad_multiple(multiple):
+    with pytest.raises(ValueError, match="multiple must be a positive int"):
+        pad_to_multiple(10, multiple)
+
+
+def test_alignment_for_each_precision():
+    assert alignment_for("fp16") == alignment_for("bf16") == 8
+    assert alignment_for("tf32") == 4
+    with pytest.raises(ValueError, match="does not use Tensor Cores.*'fp16'"):
+        alignment_for("fp32")
+    with pytest.raises(ValueError, match="unknown precision 'fp8'.*'fp16'"):
+        alignment_for("fp8")
+
+
+def test_wave_quantization():
+    one = wave_quantization(128 * 11, 128 * 12, sm_count=132)  # 132 tiles: one full wave
+    assert one["tiles"] == 132 and one["full_waves"] == 1 and one["efficiency"] == pytest.approx(1.0)
+    two = wave_quantization(128 * 12, 128 * 12, sm_count=132)  # 144 tiles: a 12-tile second wave
+    assert two["full_waves"] == 2 and two["wave_efficiency"] == pytest.approx(144 / 264)
+    ragged = wave_quantization(129, 128, sm_count=4)  # 2 tiles, the second holds one row
+    assert ragged["tile_efficiency"] == pytest.approx(129 * 128 / (2 * 128 * 128))
+    with pytest.raises(ValueError, match="sm_count"):
+        wave_quantization(128, 128, sm_count=0)
+
+
+# --------------------------------------------------------------------------- sweep
+
+
+def test_sweep_shape_and_columns_on_cpu():
+    with pytest.warns(UserWarning, match="not FP16 speed"):
+        df = matmul_sweep([16, (8, 24, 15)], ["fp32", "fp16"], "cpu", min_run_time=0.01, progress=False)
+    assert isinstance(df, pd.DataFrame) and len(df) == 4
+    for col in ("m", "n", "k", "precision", "seconds", "iqr_s", "tflops", "aligned", "peak_tflops", "pct_of_peak", "device"):
+        assert col in df.columns, col
+    assert list(df["precision"]) == ["fp32", "fp32", "fp16", "fp16"]
+    assert list(zip(df.m, df.n, df.k, strict=True))[:2] == [(16, 16, 16), (8, 24, 15)]
+    assert (df["tflops"] > 0).all() and (df["seconds"] > 0).all()
+    flops = 2.0 * df.m * df.n * df.k
+    assert ((flops / df.seconds / 1e12 - df.tflops).abs() < 1e-9).all()
+    fp16 = df[df.precision == "fp16"]
+    assert list(fp16["aligned"]) == [True, False]  # 15 is not a multiple of 8
+    assert df["pct_of_peak"].isna().all() and set(df["device"]) == {"CPU"}  # no peak for a CPU
+
+
+@pytest.mark.parametrize(
+    "shapes, match",
+    [([0], "positive"), ([(8, 8)], "tuple"), ([(8, -1, 8)], "n must be"), ([], "empty"), (["64"], "tuple")],
+)
+def test_sweep_rejects_bad_shapes(shapes, match):
+    with pytest.raises(ValueError, match=match):
+        matmul_sweep(shapes, "fp32", "cpu", progress=False)
+
+
+def test_sweep_rejects_unknown_precision_and_time():
+    with pytest.raises(ValueError, match="unknown precision 'int4'"):
+        matmul_sweep([8], ["int4"], "cpu", progress=False)
+    with pytest.raises(ValueError, match="min_run_time"):
+        matmul_sweep([8], "fp32", "cpu", min_run_time=0, progress=False)
+
+
+# --------------------------------------------------------------------------- audit
+
+
+class Aligned(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(64, 32)
+        self.fc = nn.Linear(32, 16)
+        self.conv = nn.Conv2d(8, 16, 3)
+        self.norm = nn.LayerNorm(16)
+
+    def forward(self, idx):
+        return self.norm(self.fc(self.emb(idx)))
+
+
+class Misaligned(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(30, 64)
+        self.fc2 = nn.Linear(64, 10)
+        self.rnn = nn.GRU(4, 4)  # not understood: skipped
+        self.dw = nn.Conv2d(16, 16, 3, groups=16)  # depthwise: skipped
+        self.grouped = nn.Conv2d(24, 48, 3, groups=2)  # 12 -> 24 per group
+
+    def forward(self, x):
+        return self.fc2(self.fc1(x))
+
+
+def test_audit_nothing_misaligned():
+    rep = audit(Aligned(), torch.zeros(2, 8, dtype=torch.long), "fp16")
+    assert isinstance(rep, AuditReport) and rep.ok and rep.multiple == 8
+    assert rep.to_frame().empty and rep.modules_checked == 3
+    full = rep.to_frame(include_aligned=True)
+    assert len(full) == 7  # 2 + 2 + 2 sizes, plus the rows (2*8=16) reaching fc
+    assert ("fc", "rows", 16) in set(zip(full.module, full.dim, full["size"], strict=True))
+    assert not rep.skipped and "Every checked size is aligned" in rep._repr_html_()
+
+
+def test_audit_misaligned_sizes_and_skips():
+    rep = audit(Misaligned(), torch.randn(3, 5, 30), "fp16")
+    df = rep.to_frame()
+    got = {(r.module, r.dim): (r.size, r.suggested) for r in df.itertuples()}
+    assert got == {
+        ("fc1", "in_features"): (30, 32),
+        ("fc2", "out_features"): (10, 16),
+        ("fc1", "rows"): (15, 16),  # 3 x 5 rows reach fc1 and fc2
+        ("fc2", "rows"): (15, 16),
+        ("grouped", "in_channels"): (12, 16),  # 24 / 2 groups; 48 / 2 = 24 out is aligned
+    }
+    assert all(df["reason"].str.len() > 20) and not rep.ok
+    skipped = {s.module: s.reason for s in rep.skipped}
+    assert set(skipped) == {"rnn", "dw"}
+    assert "not understood" in skipped["rnn"] and "depthwise" in skipped["dw"]
+    html = rep._repr_html_()
+    assert "<table" in html and "fc2" in html and "Skipped" in html
+    assert "misaligned" in str(rep)
+
+
+def test_audit_tf32_uses_multiple_of_4():
+    rep = audit(nn.Linear(12, 6), precision="tf32")
+    assert rep.multiple == 4
+    assert list(zip(rep.to_frame().dim, rep.to_frame().suggested, strict=True)) == [("out_features", 8)]
+
+
+def test_audit_validation():
+    with pytest.raises(ValueError, match="unknown precision 'fp12'"):
+        audit(nn.Linear(8, 8), precision="fp12")
+    with pytest.raises(ValueError, match="does not use Tensor Cores"):
+        audit(nn.Linear(8, 8), precision="fp32")
+    with pytest.raises(ValueError, match="must be a torch.nn.Module"):
+        audit("not a model")
+
+
+def test_audit_never_crashes_on_odd_modules():
+    class Weird(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = nn.Parameter(torch.ones(3))
+            self.lazy = nn.LazyLinear(10)
+
+    rep = audit(Weird())
+    reasons = {s.module: s.reason for s in rep.skipped}
+    assert "own parameters: scale[3]" in reasons["<root>"]
+    assert "lazy" in reasons["lazy"]
+
+
+def test_audit_reports_tied_weights():
+    m = TinyLM(vocab=50, dim=16)
+    rep = audit(m)
+    head = rep.to_frame().set_index(["module", "dim"])
+    assert head.loc[("head", "out_features"), "suggested"] == 56
+    assert "tied with wte" in head.loc[("head", "out_features"), "reason"]
+
+
+# ------------------------------------------------------------------------- padding
+
+
+class TinyLM(nn.Module):
+    def __init__(self, vocab: int = 50, dim: int = 16, tie: bool = True) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(vocab, dim)
+        self.body = nn.Linear(dim, dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+        if tie:
+            self.head.weight = self.wte.weight
+
+    def forward(self, idx):
+        return self.head(torch.tanh(self.body(self.wte(idx))))
+
+
+def test_pad_linear_equivalence_outputs_and_gradients():
+    torch.manual_seed(0)
+    lin = nn.Linear(16, 10)
+    padded = pad_linear(lin, 8)
+    assert isinstance(padded, PaddedLinear) and padded.padded_features == 16 and padded.out_features == 10
+    x = torch.randn(4, 3, 16, requires_grad=True)
+    x2 = x.detach().clone().requires_grad_(True)
+    y, y2 = lin(x), padded(x2)
+    assert y2.shape == y.shape
+    torch.testing.assert_close(y2, y)
+    g = torch.randn_like(y)
+    y.backward(g)
+    y2.backward(g)
+    torch.testing.assert_close(x2.grad, x.grad)
+    torch.testing.assert_close(padded.weight.grad[:10], lin.weight.grad)
+    torch.testing.assert_close(padded.bias.grad[:10], lin.bias.grad)
+    assert (padded.weight.grad[10:] == 0).all() and (padded.bias.grad[10:] == 0).all()
+
+
+def test_pad_embedding_equivalence():
+    torch.manual_seed(0)
+    emb = nn.Embedding(13, 4, padding_idx=2)
+    new = pad_embedding(emb, 8)
+    assert new.num_embeddings == 16 and new.padding_idx == 2
+    idx = torch.tensor([[0, 2, 12, 5], [1, 1, 3, 12]])
+    out, out2 = emb(idx), new(idx)
+    torch.testing.assert_close(out2, out)
+    out.sum().backward()
+    out2.sum().backward()
+    torch.testing.assert_close(new.weight.grad[:13], emb.weight.grad)
+    assert (new.weight.grad[13:] == 0).all()
+
+
+def test_pad_layers_tied_model_same_function_and_grads():
+    torch.manual_seed(0)
+    ref = TinyLM(vocab=50, dim=16)
+    model = TinyLM(vocab=50, dim=16)
+    model.load_state_dict(ref.state_dict())
+    pad_layers(model, ["wte", "head"], multiple=64)
+    assert model.wte.num_embeddings == 64 and model.head.padded_features == 64
+    assert model.head.weight is model.wte.weight  # still tied
+    assert audit(model).to_frame().query("module == 'head.inner'").empty
+    idx = torch.randint(0, 50, (3, 7))
+    target = torch.randint(0, 50, (3, 7))
+    out, out2 = ref(idx), model(idx)
+    torch.testing.assert_close(out2, out)
+    nn.functional.cross_entropy(out.flatten(0, 1), target.flatten()).backward()
+    nn.functional.cross_entropy(out2.flatten(0, 1), target.flatten()).backward()
+    torch.testing.assert_close(model.wte.weight.grad[:50], ref.wte.weight.grad)
+    torch.testing.assert_close(model.body.weight.grad, ref.body.weight.grad)
+    assert (model.wte.weight.grad[50:] == 0).all()
+
+
+def test_pad_layers_refuses_half_of_a_tie():
+    m = TinyLM()
+    with pytest.raises(ValueError, match=r"'head' shares its weight with \['wte'\].*pad_layers\(model, \['head', 'wte'\]"):
+        pad_layers(m, "head")
+    assert isinstance(m.head, nn.Linear)  # nothing changed
+
+
+def test_pad_layers_validation():
+    m = TinyLM(tie=False)
+    with pytest.raises(ValueError, match="no module named 'haed'.*similar"):
+        pad_layers(m, ["haed"])
+    with pytest.raises(ValueError, match="'0' is a Conv2d; pad_layers pads nn.Linear and nn.Embedding only"):
+        pad_layers(nn.Sequential(nn.Conv2d(3, 5, 1)), ["0"])
+    with pytest.raises(ValueError, match="multiple must be a positive int"):
+        pad_layers(m, ["head"], multiple=0)
+    with pytest.raises(ValueError, match="names is empty"):
+        pad_layers(m, [])
+    pad_layers(m, ["head"])  # untied: fine alone
+    with pytest.raises(ValueError, match="already padded"):
+        pad_layers(m, ["head"])
+    with pytest.raises(ValueError, match="nn.Linear"):
+        pad_linear(nn.Embedding(3, 3))
+    with pytest.raises(ValueError, match="nn.Embedding"):
+        pad_embedding(nn.Linear(3, 3))
+
+
+# ------------------------------------------------------------------------- kernels
+
+
+@pytest.mark.parametrize(
+    "name, kind",
+    [
+        ("nvjet_sm90_hss_128x256_64x4_2x1_v_bz_coopA_NNT", "tensor core"),
+        ("sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1", "tensor core"),
+        ("ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_nn", "tensor core"),
+        ("ampere_sgemm_128x64_nn", "CUDA cores"),
+        ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>", "not a GEMM"),
+    ],
+)
+def test_tensor_core_kind(name, kind):
+    assert tensor_core_kind(name) == kind
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_kernels_fp16_matmul_on_tensor_cores():
+    a = torch.randn(1024, 1024, device="cuda", dtype=torch.float16)
+    df = cuda_kernels(lambda: a @ a)
+    assert not df.empty and (df["kind"] == "tensor core").any(), df
+
+
+def test_cuda_kernels_needs_gpu():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        cuda_kernels(lambda: None)
