@@ -1,0 +1,187 @@
+"""Student copies: generated from the lessons, current, and their checks work both ways."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from fp16lab import workshop as ws
+
+ROOT = Path(__file__).resolve().parent.parent
+LESSONS = ws.lessons()
+STUDENT_COPIES = sorted(ws.STUDENT_DIR.glob("[0-9][0-9]_*.ipynb"))
+
+
+def _lesson(*, check: str = "assert answer is not None, 'fill in answer'\nassert answer == [1, 2, 3]",
+            solution: str = "data = [3, 1, 2]\nanswer = sorted(data)", tags: bool = True):
+    v4 = nbformat.v4
+    nb = v4.new_notebook()
+    sol = v4.new_code_cell(solution, metadata={"tags": ["solution"]} if tags else {})
+    chk = v4.new_code_cell(check, metadata={"tags": ["check"]} if tags else {})
+    nb.cells = [
+        v4.new_markdown_cell("# Tiny lesson\n\n## Exercises"),
+        v4.new_code_cell("base = 10", outputs=[v4.new_output("execute_result", {"text/plain": "1"},
+                                                              execution_count=1)], execution_count=1),
+        v4.new_markdown_cell("**Exercise 1.** Sort `data` into `answer`."),
+        sol,
+        chk,
+        v4.new_code_cell("after = base + 1  # cells after an exercise must not need its answer\nassert after == 11"),
+    ]
+    nb.metadata["fp16lab"] = {"seconds": 1.0, "mode": "quick"}
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nb
+
+
+def _write(nb, folder: Path, name: str = "90_tiny.ipynb") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    p = folder / name
+    nbformat.write(nb, p)
+    return p
+
+
+# ---- the generator ------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("src", "names"), [
+    ("answer = 1", ("answer",)),
+    ("x = 2\nanswer = x * 3", ("x", "answer")),
+    ("a, (b, c) = 1, (2, 3)", ("a", "b", "c")),
+    ("best: int = 4\nprint(best)", ("best",)),
+    ("import math\nfirst = second = math.pi", ("first", "second")),
+])
+def test_assigned_names(src, names):
+    assert ws.assigned_names(src) == names
+
+
+@pytest.mark.parametrize("src", ["print(1)", "x.attr = 3", "def f():\n    y = 1", "answer ="])
+def test_assigned_names_refuses_cells_without_an_answer(src):
+    with pytest.raises(ValueError, match="solution cell"):
+        ws.assigned_names(src)
+
+
+def test_answer_names_are_what_the_check_reads():
+    sol = "p = peak('a')\nratio_a = p * 2\nratio_b = ratio_a / 3\nprint(ratio_b)"
+    assert ws.answer_names(sol, "assert ratio_a is not None and ratio_b is not None") == ("ratio_a", "ratio_b")
+    with pytest.raises(ValueError, match=r"reads none of the variables the solution assigns \(p, ratio_a, ratio_b\)"):
+        ws.answer_names(sol, "assert True")
+
+
+def test_student_copy_replaces_solutions_and_keeps_checks():
+    lesson = _lesson()
+    before = nbformat.writes(lesson)
+    copy = ws.make_student_copy(lesson, name="90_tiny.ipynb")
+    assert nbformat.writes(lesson) == before, "the lesson itself must not change"
+    nbformat.validate(copy)
+    assert copy.cells[0].id == ws.BANNER_ID and "90_tiny.ipynb" in copy.cells[0].source
+    prompt, check = copy.cells[4], copy.cells[5]
+    assert prompt.source == "answer = None  # your code here"
+    assert prompt.metadata["tags"] == ["exercise"]
+    assert "sorted" not in json.dumps(copy), "the solution leaked into the student copy"
+    assert check.source.endswith(lesson.cells[4].source)
+    assert set(check.metadata["tags"]) == {"check", "raises-exception"}
+    code = [c for c in copy.cells if c.cell_type == "code"]
+    assert all(c.outputs == [] and c.execution_count is None for c in code)
+    assert "fp16lab" not in copy.metadata and copy.metadata["fp16lab_workshop"]["exercises"] == 1
+
+
+def test_generation_is_deterministic(tmp_path):
+    lesson = _write(_lesson(), tmp_path)
+    a = ws.write_student_copies([lesson], tmp_path / "s1")[0].read_text()
+    b = ws.write_student_copies([lesson], tmp_path / "s2")[0].read_text()
+    assert a == b
+    assert ws.stale_student_copies([lesson], tmp_path / "s1") == []
+
+
+def test_refuses_a_notebook_without_solution_markers(tmp_path):
+    lesson = _write(_lesson(tags=False), tmp_path, "91_no_markers.ipynb")
+    with pytest.raises(ValueError, match=r"91_no_markers\.ipynb: no exercise found .*'solution'"):
+        ws.write_student_copies([lesson], tmp_path / "student")
+    assert not (tmp_path / "student").exists(), "nothing may be written for a refused lesson"
+    cli = subprocess.run([sys.executable, "-m", "fp16lab.workshop", "write", str(lesson),
+                          "--out", str(tmp_path / "student")], capture_output=True, text=True)
+    assert cli.returncode == 2 and "91_no_markers.ipynb: no exercise found" in cli.stderr
+
+
+def test_refuses_a_solution_without_check():
+    nb = _lesson()
+    nb.cells[4].metadata["tags"] = []
+    with pytest.raises(ValueError, match=r"t\.ipynb: solution cell 3 has no 'check' cell after it"):
+        ws.make_student_copy(nb, name="t.ipynb")
+    nb = _lesson()
+    nb.cells[3].metadata["tags"] = []
+    with pytest.raises(ValueError, match=r"t\.ipynb: check cell 4 has no 'solution' cell before it"):
+        ws.make_student_copy(nb, name="t.ipynb")
+
+
+def test_stale_copies_are_reported(tmp_path):
+    lesson = _write(_lesson(), tmp_path)
+    out = tmp_path / "student"
+    assert "no student copy" in ws.stale_student_copies([lesson], out)[0]
+    ws.write_student_copies([lesson], out)
+    nb = _lesson(solution="data = [3, 1, 2]\nanswer = sorted(data)  # edited")
+    nb.cells[2].source += " Changed wording."
+    nbformat.write(nb, lesson)
+    (why,) = ws.stale_student_copies([lesson], out)
+    assert "differs" in why and "python -m fp16lab.workshop write" in why
+
+
+# ---- proving the checks both ways, in a real kernel ---------------------------------------
+
+def test_verify_accepts_a_good_exercise(tmp_path):
+    lesson = _write(_lesson(), tmp_path)
+    (student,) = ws.write_student_copies([lesson], tmp_path / "student")
+    (res,) = ws.verify_student_copy(student, lesson)
+    assert res.names == ("answer",) and res.accepts_solution
+    assert res.rejects_none.startswith("AssertionError: fill in answer")
+    assert res.rejects_empty is not None and res.rejects_empty.startswith("AssertionError")
+
+
+@pytest.mark.parametrize(("check", "why"), [
+    ("assert answer == [1, 2, 3]", "must raise AssertionError on None, but it passed"),
+    ("assert len(answer) == 3", "must raise AssertionError on None, but it raised TypeError"),
+    ("assert answer is not None\nassert answer == [1, 2, 3] or answer == []", "accepts an empty answer"),
+    ("assert answer is not None\nassert answer == [3, 2, 1]", "rejects the lesson's own solution"),
+])
+def test_verify_catches_bad_checks(tmp_path, check, why):
+    if why.endswith("passed"):
+        check = "print(answer)"  # a check that accepts None
+    lesson = _write(_lesson(check=check), tmp_path)
+    (student,) = ws.write_student_copies([lesson], tmp_path / "student")
+    with pytest.raises(AssertionError, match=why.replace("(", r"\(").replace(")", r"\)")):
+        ws.verify_student_copy(student, lesson)
+
+
+def test_plain_nbval_passes_a_student_copy(tmp_path):
+    """nbval runs notebooks/student/ too: the expected AssertionError must not fail it."""
+    lesson = _write(_lesson(), tmp_path)
+    (student,) = ws.write_student_copies([lesson], tmp_path / "student")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
+                          "--nbval-current-env", "-o", "addopts=", "--rootdir", str(tmp_path), str(student)],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "passed" in run.stdout and "failed" not in run.stdout
+
+
+# ---- the committed student copies of the real lessons -------------------------------------
+
+def test_committed_student_copies_are_current():
+    problems = ws.stale_student_copies()
+    assert not problems, "\n".join(problems)
+
+
+def test_agenda_quotes_the_measured_times():
+    problems = ws._agenda_problems()
+    assert not problems, "\n".join(problems)
+    for lesson in LESSONS:
+        assert f"]({lesson.name})" in ws.GUIDE_FILE.read_text(), f"agenda lacks {lesson.name}"
+
+
+@pytest.mark.parametrize("student", STUDENT_COPIES, ids=lambda p: p.name)
+def test_student_copy_checks_work_both_ways(student):
+    results = ws.verify_student_copy(student, ws.NOTEBOOKS_DIR / student.name)
+    assert results and all(r.accepts_solution and r.rejects_none.startswith("AssertionError")
+                           for r in results)
