@@ -30,20 +30,25 @@ class Mode:
     def name(self) -> str:
         return "quick" if self.quick else "full"
 
-    def __str__(self) -> str:
+    @property
+    def meaning(self) -> str:
         if self.quick:
             return (
-                f"QUICK MODE ({self.reason}): sizes are shrunk so every lesson runs in "
-                "minutes on a laptop CPU. Numbers measured in this mode are not FP16 "
-                "speed-ups; the GPU reference outputs show those."
+                "sizes are shrunk so every lesson runs in minutes on a laptop CPU. Numbers "
+                "measured in this mode are not FP16 speed-ups; the GPU reference outputs show those."
             )
-        return f"FULL MODE ({self.reason}): full problem sizes."
+        return "full problem sizes."
+
+    def __str__(self) -> str:
+        return f"{self.name.upper()} MODE ({self.reason}): {self.meaning}"
 
     def _repr_html_(self) -> str:
+        import html
+
         colour = "#b35900" if self.quick else "#1a7f37"
         return (
             f'<div style="border-left:4px solid {colour};padding:4px 8px">'
-            f"<b>{self.name.upper()} MODE</b> &mdash; {str(self).split(': ', 1)[1]}</div>"
+            f"<b>{self.name.upper()} MODE</b> ({html.escape(self.reason)}) &mdash; {self.meaning}</div>"
         )
 
     def __repr__(self) -> str:

@@ -51,32 +51,50 @@ def time_fn(
     fn: Callable[[], object],
     *,
     warmup: int = 3,
+    warmup_s: float = 0.05,
     min_run_time: float = 0.5,
 ) -> Timing:
     """Time ``fn()`` with ``torch.utils.benchmark.Timer.blocked_autorange``.
 
-    Defaults: ``warmup=3`` untimed calls first (module load, autotuning, allocator),
-    then blocks of calls for at least ``min_run_time=0.5`` seconds; the accelerator is
+    Defaults: untimed warm-up calls first (at least ``warmup=3`` calls and ``warmup_s=0.05``
+    seconds: module load, autotuning, allocator, GPU clocks ramping up from idle), then
+    blocks of calls for at least ``min_run_time=0.5`` seconds; the accelerator is
     synchronised around every block.
     """
     if warmup < 0:
         raise ValueError(f"warmup must be >= 0, got {warmup!r}")
     if min_run_time <= 0:
         raise ValueError(f"min_run_time must be > 0, got {min_run_time!r}")
-    for _ in range(warmup):
-        fn()
+    _warm_up(fn, warmup, warmup_s)
     m = tbench.Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_run_time)
     return Timing(m.median, m.iqr, len(m.times), "torch.utils.benchmark")
 
 
-def time_cuda_events(fn: Callable[[], object], *, warmup: int = 3, repeats: int = 20) -> Timing:
-    """Time each of ``repeats`` calls of ``fn()`` with a pair of CUDA events; median of them."""
+def _warm_up(fn: Callable[[], object], calls: int, seconds: float) -> None:
+    """Call ``fn`` at least ``calls`` times and for at least ``seconds`` (synchronised)."""
+    import time
+
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    t0, done = time.perf_counter(), 0
+    while done < calls or time.perf_counter() - t0 < seconds:
+        fn()
+        done += 1
+        if done % 8 == 0 or done >= calls:
+            sync()
+
+
+def time_cuda_events(
+    fn: Callable[[], object], *, warmup: int = 3, warmup_s: float = 0.05, repeats: int = 20
+) -> Timing:
+    """Time each of ``repeats`` calls of ``fn()`` with a pair of CUDA events; median of them.
+
+    Warm-up as in :func:`time_fn` (``warmup=3`` calls, ``warmup_s=0.05`` s).
+    """
     if not torch.cuda.is_available():
         raise RuntimeError("time_cuda_events needs a CUDA GPU; use time_fn on other devices")
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats!r}")
-    for _ in range(warmup):
-        fn()
+    _warm_up(fn, warmup, warmup_s)
     torch.cuda.synchronize()
     pairs = []
     for _ in range(repeats):
