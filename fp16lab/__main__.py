@@ -26,6 +26,7 @@ def _add_doctor(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> N
 # Each subcommand registers itself here: (add_parser function).
 SUBCOMMANDS: list[Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]] = [
     _add_doctor,
+    lambda sub: __import__("fp16lab.bench", fromlist=["add_bench_parser"]).add_bench_parser(sub),
 ]
 
 

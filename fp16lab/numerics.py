@@ -402,6 +402,16 @@ class CastStats:
         return self.fraction("normal")
 
     @property
+    def nonzero(self) -> int:
+        """Elements that were finite and non-zero before the cast (what can be lost)."""
+        return self.total - self.zero - self.nonfinite
+
+    @property
+    def underflow_share_of_nonzero(self) -> float:
+        """Share of the finite non-zero values flushed to zero (NaN when there are none)."""
+        return self.underflow / self.nonzero if self.nonzero else math.nan
+
+    @property
     def lost_fraction(self) -> float:
         """Share of non-zero finite values the cast destroyed (underflow + overflow)."""
         return (self.underflow + self.overflow) / self.total

@@ -286,6 +286,8 @@ def test_cast_stats_matches_numpy_float16(scale: float) -> None:
     for k, v in expected.items():
         assert getattr(stats, k) == v, k
     assert stats.zero == 50 and stats.nonfinite == 8
+    assert stats.nonzero == allx.size - 58
+    assert stats.underflow_share_of_nonzero == stats.underflow / stats.nonzero
     assert math.isclose(sum(stats.fraction(c) for c in expected), 1.0)
     assert stats.lost_fraction == pytest.approx((stats.underflow + stats.overflow) / stats.total)
 
@@ -314,6 +316,8 @@ def test_cast_stats_renders() -> None:
     assert list(frame.index) == ["normal", "subnormal", "zero", "underflow", "overflow", "nonfinite"]
     assert frame["count"].sum() == 4 and frame.loc["underflow", "count"] == 1
     assert "underflow" in str(s) and "<table" in s._repr_html_()
+    assert s.nonzero == 3 and s.underflow_share_of_nonzero == 1 / 3
+    assert math.isnan(cast_stats([torch.zeros(3)], "fp16").underflow_share_of_nonzero)
     with pytest.raises(ValueError, match="allowed"):
         s.fraction("lost")
 
