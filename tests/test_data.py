@@ -1,0 +1,85 @@
+"""fp16lab.data: deterministic, learnable, validated."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from fp16lab.data import CLASS_NAMES, ShapesDataset, make_loaders, small_cnn
+from fp16lab.train import evaluate, fit
+
+
+def test_deterministic_from_seed() -> None:
+    a = ShapesDataset(64, 16, 5, seed=3)
+    b = ShapesDataset(64, 16, 5, seed=3)
+    c = ShapesDataset(64, 16, 5, seed=4)
+    assert torch.equal(a.images, b.images) and torch.equal(a.labels, b.labels)
+    assert not torch.equal(a.images, c.images)
+
+
+def test_items_shapes_and_balance() -> None:
+    ds = ShapesDataset(100, 20, 4, seed=0)
+    x, y = ds[7]
+    assert x.shape == (3, 20, 20) and x.dtype == torch.float32
+    assert y.dtype == torch.int64 and 0 <= int(y) < 4
+    assert len(ds) == 100
+    counts = torch.bincount(ds.labels, minlength=4)
+    assert counts.tolist() == [25, 25, 25, 25]
+    assert ds.class_names == CLASS_NAMES[:4]
+    xs, ys = ds.tensors()
+    assert torch.equal(xs[7], x) and torch.equal(ys, ds.labels)
+    # normalised: roughly zero mean, unit-ish std
+    assert abs(float(xs.mean())) < 0.5 and 0.5 < float(xs.std()) < 2.0
+
+
+def test_classes_differ_in_shape_not_only_colour() -> None:
+    # Without noise, the per-class mean foreground mask must differ between classes.
+    ds = ShapesDataset(400, 16, 10, seed=1, noise=0.0)
+    assert torch.unique(ds.labels).numel() == 10
+    imgs = ds.images.float()
+    # every image has a visible shape: some pixels differ from the background corner colour
+    corner = imgs[:, :, :1, :1]
+    assert bool(((imgs - corner).abs().amax(dim=(1, 2, 3)) > 30).all())
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"n": 0},
+        {"n": 10, "image_size": 4},
+        {"n": 10, "num_classes": 1},
+        {"n": 10, "num_classes": 11},
+        {"n": 10, "noise": 2.0},
+        {"n": 10, "num_classes": 3.0},
+    ],
+)
+def test_bad_arguments(kwargs: dict) -> None:
+    with pytest.raises(ValueError, match="must be"):
+        ShapesDataset(**kwargs)
+
+
+def test_make_loaders_repeatable() -> None:
+    tr1, va1 = make_loaders(128, 32, image_size=16, num_classes=4, batch_size=16, seed=5)
+    tr2, _ = make_loaders(128, 32, image_size=16, num_classes=4, batch_size=16, seed=5)
+    b1, b2 = next(iter(tr1)), next(iter(tr2))
+    assert b1[0].shape == (16, 3, 16, 16)
+    assert torch.equal(b1[1], b2[1]) and torch.equal(b1[0], b2[0])
+    assert len(tr1) == 8 and len(va1) == 2
+    assert not torch.equal(tr1.dataset.images[:32], va1.dataset.images)
+    with pytest.raises(ValueError, match="batch_size"):
+        make_loaders(8, 8, batch_size=16)
+
+
+def test_small_cnn_learns_clearly_better_than_chance() -> None:
+    torch.manual_seed(0)
+    tr, va = make_loaders(1024, 256, image_size=16, num_classes=4, batch_size=32, seed=0)
+    model = small_cnn(4, width=16)
+    before = evaluate(model, va)["val_accuracy"]
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # fp32 on the CPU must not warn
+        fit(model, tr, opt, precision="fp32", epochs=3, progress=False)
+    after = evaluate(model, va)["val_accuracy"]
+    assert after > 0.45 and after > before + 0.15, (before, after)  # chance is 0.25
