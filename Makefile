@@ -6,7 +6,7 @@ BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.fp16lab-installed
 PORT   ?= 8888
 
-.PHONY: setup lab test doctor lint clean
+.PHONY: setup browser lab test doctor lint clean
 
 setup: $(STAMP)
 
@@ -18,7 +18,16 @@ $(STAMP): pyproject.toml
 lab: setup
 	$(BIN)/jupyter lab --notebook-dir=notebooks --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT)
 
-test: setup
+# tests/test_browser.py drives Debian's chromium with Playwright (never a downloaded browser).
+# As root with apt-get (CI), install it when missing; elsewhere the test skips with the reason.
+browser:
+	@if command -v chromium >/dev/null 2>&1 || [ -n "$$FP16LAB_CHROMIUM" ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing chromium for the browser test (apt-get)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; \
+	else echo "note: no chromium here, so tests/test_browser.py will be skipped (notebooks/README.md)"; fi
+
+test: setup browser
 	$(BIN)/python -m pytest
 
 doctor: setup
