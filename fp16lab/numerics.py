@@ -179,14 +179,17 @@ class BitView:
 
     @property
     def info(self) -> FormatInfo:
+        """The :class:`FormatInfo` of this view's format."""
         return format_info(self.fmt)
 
     @property
     def exponent_bits(self) -> str:
+        """The biased exponent field as 0/1 text, e.g. '10000' for 2.0 in fp16."""
         return format(self.exponent, f"0{self.info.exponent_bits}b")
 
     @property
     def mantissa_bits(self) -> str:
+        """The stored mantissa (fraction) field as 0/1 text, without the implicit leading 1."""
         return format(self.mantissa, f"0{self.info.mantissa_bits}b")
 
     @property
@@ -387,18 +390,22 @@ class CastStats:
 
     @property
     def underflow_fraction(self) -> float:
+        """Share of all elements flushed to zero by the cast."""
         return self.fraction("underflow")
 
     @property
     def overflow_fraction(self) -> float:
+        """Share of all elements that became inf in the cast."""
         return self.fraction("overflow")
 
     @property
     def subnormal_fraction(self) -> float:
+        """Share of all elements stored as subnormals (fewer significant bits)."""
         return self.fraction("subnormal")
 
     @property
     def normal_fraction(self) -> float:
+        """Share of all elements stored as normal numbers (full precision)."""
         return self.fraction("normal")
 
     @property
