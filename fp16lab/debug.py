@@ -31,6 +31,7 @@ from fp16lab.precision import (
     parse_precision,
     precision_context,
 )
+from fp16lab.train import make_scaler, train_step
 
 __all__ = [
     "dtype_trace",
@@ -385,29 +386,6 @@ def _batch_size(x: Any) -> int:
     return int(t.shape[0]) if t.dim() else 1
 
 
-def _training_step(
-    model: nn.Module,
-    x: Any,
-    y: Any,
-    p: Precision,
-    dev: torch.device,
-    loss_fn: LossFn,
-    optimizer: torch.optim.Optimizer,
-    scaler: torch.amp.GradScaler | None,
-) -> None:
-    """One optimisation step in the order the series teaches (used to measure memory)."""
-    with autocast(p, dev):
-        loss = loss_fn(_call(model, x), y)
-    if scaler is not None:
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-    else:
-        loss.backward()
-        optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-
-
 def _free(device: torch.device) -> None:
     gc.collect()
     if device.type == "cuda":
@@ -523,15 +501,20 @@ def step_peak_memory(
     with _restored(model, restore), precision_context(p):
         model.train()
         opt = (optimizer or _default_optimizer)(model.parameters())
-        scaler = torch.amp.GradScaler(dev.type) if p.uses_scaler else None
+        scaler = make_scaler(p, dev)
+
+        def step(opt: torch.optim.Optimizer, scaler: torch.amp.GradScaler) -> None:
+            # fp16lab.train.train_step: the training step the series teaches
+            train_step(model, opt, scaler, [(x, y)], precision=p, device=dev, loss_fn=loss, track_grad_norm=False)
+
         try:
             for _ in range(warmup_steps):
-                _training_step(model, x, y, p, dev, loss, opt, scaler)
+                step(opt, scaler)
             opt.zero_grad(set_to_none=True)
             _free(dev)
             before = torch.cuda.memory_allocated(dev)
             torch.cuda.reset_peak_memory_stats(dev)
-            _training_step(model, x, y, p, dev, loss, opt, scaler)
+            step(opt, scaler)
             torch.cuda.synchronize(dev)
             peak = torch.cuda.max_memory_allocated(dev)
             peak_reserved = torch.cuda.max_memory_reserved(dev)
@@ -665,8 +648,8 @@ def max_batch_size(
         _check_batch(x, f"make_batch({n}) inputs")
         x, y = _to_device(x, dev), _to_device(y, dev)
         opt = factory(model.parameters())
-        scaler = torch.amp.GradScaler(dev.type) if p.uses_scaler else None
-        _training_step(model, x, y, p, dev, loss, opt, scaler)
+        train_step(model, opt, make_scaler(p, dev), [(x, y)], precision=p, device=dev, loss_fn=loss,
+                   track_grad_norm=False)
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
             return torch.cuda.max_memory_allocated(dev) / MIB
