@@ -304,7 +304,7 @@ _REASONS = {
     "embedding_dim": "the hidden size: K of every matmul that reads these vectors",
     "in_channels": "C of the input: K of the implicit GEMM (cuDNN Tensor Core kernels want C % {m} == 0)",
     "out_channels": "K filters: N of the implicit GEMM",
-    "rows": "rows of x (batch × tokens): M of the forward matmul and K of the weight-gradient matmul",
+    "rows": "rows of x (batch × tokens): M of the forward matmul, K of the weight-gradient one (not a leading dimension: costs less than a misaligned width)",
 }
 
 
