@@ -158,7 +158,7 @@ def exercises(nb: Any, *, name: str = "notebook") -> list[Exercise]:
     check cell has no solution before it.
     """
     found: list[Exercise] = []
-    pending: tuple[int, tuple[str, ...]] | None = None
+    pending: int | None = None  # index of a solution cell still waiting for its check
     for i, cell in enumerate(nb.cells):
         tags = _tags(cell)
         if cell.cell_type != "code":
@@ -171,19 +171,19 @@ def exercises(nb: Any, *, name: str = "notebook") -> list[Exercise]:
                              "put the answer and its asserts in two cells")
         if SOLUTION_TAG in tags:
             if pending is not None:
-                raise ValueError(f"{name}: solution cell {pending[0]} has no '{CHECK_TAG}' cell "
+                raise ValueError(f"{name}: solution cell {pending} has no '{CHECK_TAG}' cell "
                                  f"before the next solution (cell {i})")
             assigned_names(_src(cell), where=f"{name}: solution cell {i}")  # refuse early
-            pending = (i, ())
+            pending = i
         elif CHECK_TAG in tags:
             if pending is None:
                 raise ValueError(f"{name}: check cell {i} has no '{SOLUTION_TAG}' cell before it")
-            s = pending[0]
+            s = pending
             names = answer_names(_src(nb.cells[s]), _src(cell), where=f"{name}: exercise {len(found) + 1}")
             found.append(Exercise(len(found) + 1, s, i, names, _src(nb.cells[s]), _src(cell)))
             pending = None
     if pending is not None:
-        raise ValueError(f"{name}: solution cell {pending[0]} has no '{CHECK_TAG}' cell after it")
+        raise ValueError(f"{name}: solution cell {pending} has no '{CHECK_TAG}' cell after it")
     if not found:
         raise ValueError(
             f"{name}: no exercise found (no code cell tagged '{SOLUTION_TAG}'); a lesson's "
