@@ -35,6 +35,7 @@ def save_results(
         with os.fdopen(fd, "w") as fh:
             json.dump(payload, fh, indent=1, sort_keys=False)
             fh.write("\n")
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600 files; results are meant to be shared
         os.replace(tmp, out)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
