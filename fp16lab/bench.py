@@ -59,6 +59,7 @@ __all__ = [
     "bench_one",
     "run_benchmark",
     "comparison_table",
+    "side_by_side",
     "model_flops",
     "add_flop_utilisation",
     "plot_results",
@@ -246,7 +247,8 @@ def validate_output(path: "str | os.PathLike[str]") -> Path:
 @dataclass(frozen=True)
 class BenchSettings:
     """Sizes of a benchmark run. ``warmup`` untimed steps, then ``windows`` timed windows of
-    ``steps`` steps each; ``image_size`` square inputs; ``cudnn_benchmark`` autotuning."""
+    ``steps`` steps each; ``image_size`` square inputs; ``cudnn_benchmark`` autotuning;
+    ``cpu_threads`` sets ``torch.set_num_threads`` for runs on the CPU (None: leave it)."""
 
     image_size: int = 224
     warmup: int = 5
@@ -255,22 +257,33 @@ class BenchSettings:
     num_classes: int = 1000
     cudnn_benchmark: bool = True
     seed: int = 0
+    cpu_threads: int | None = None
 
     def __post_init__(self) -> None:
         for k in ("image_size", "steps", "windows", "num_classes"):
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{k} must be a positive int, got {v!r}")
+        if self.cpu_threads is not None and (
+            isinstance(self.cpu_threads, bool) or not isinstance(self.cpu_threads, int) or self.cpu_threads < 1
+        ):
+            raise ValueError(f"cpu_threads must be None or a positive int, got {self.cpu_threads!r}")
         if isinstance(self.warmup, bool) or not isinstance(self.warmup, int) or self.warmup < 1:
             raise ValueError(f"warmup must be an int >= 1 (compile and autotuning happen there), got {self.warmup!r}")
 
 
 def default_settings() -> BenchSettings:
-    """Quick mode: 32-px images, 1 warm-up step, 3 windows of 2 steps; full: 224 px, 5, 3 x 10."""
+    """Quick mode: 32-px images, 1 warm-up step, 3 windows of 1 step, one CPU thread; full:
+    224 px, 5 warm-up steps, 3 windows of 10 steps, CPU threads left alone.
+
+    One CPU thread in quick mode: on a small shared CI machine several multi-threaded processes
+    make OpenMP threads wait on each other, and a step ran 5x slower with 2 threads than with 1.
+    """
     return BenchSettings(
+        cpu_threads=pick(quick=1, full=None),
         image_size=pick(quick=32, full=224),
         warmup=pick(quick=1, full=5),
-        steps=pick(quick=2, full=10),
+        steps=pick(quick=1, full=10),
         windows=3,
     )
 
@@ -363,6 +376,18 @@ def _backend_flags(tf32_matmul: bool, tf32_cudnn: bool, cudnn_benchmark: bool) -
         ) = old
 
 
+@contextlib.contextmanager
+def _cpu_threads(n: int | None) -> Iterator[None]:
+    old = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if n is not None:
+            torch.set_num_threads(old)
+
+
 def _sync(dev: torch.device) -> None:
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
@@ -435,11 +460,16 @@ def bench_one(
     _free(dev)
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
-    with _backend_flags(cfg.tf32_matmul, cfg.tf32_cudnn, s.cudnn_benchmark), warnings.catch_warnings(record=True) as w:
+    with (
+        _backend_flags(cfg.tf32_matmul, cfg.tf32_cudnn, s.cudnn_benchmark),
+        _cpu_threads(s.cpu_threads if dev.type == "cpu" else None),
+        warnings.catch_warnings(record=True) as w,
+    ):
         warnings.simplefilter("always")
         row["tf32_matmul"] = torch.backends.cuda.matmul.allow_tf32  # as used
         row["tf32_cudnn"] = torch.backends.cudnn.allow_tf32
         row["cudnn_benchmark"] = torch.backends.cudnn.benchmark
+        row["cpu_threads"] = torch.get_num_threads()
         t0 = time.perf_counter()
         window, step_count = _build(model, cfg, batch_size, s, task, dev)
         for _ in range(s.warmup):
@@ -492,6 +522,7 @@ def _row_settings(
         "tf32_matmul": cfg.tf32_matmul,
         "tf32_cudnn": cfg.tf32_cudnn,
         "cudnn_benchmark": s.cudnn_benchmark,
+        "cpu_threads": s.cpu_threads if dev.type == "cpu" and s.cpu_threads else torch.get_num_threads(),
         "warmup_steps": s.warmup,
         "steps_per_window": s.steps,
         "windows": s.windows,
@@ -802,24 +833,68 @@ def comparison_table(frame: pd.DataFrame, part: str = "comparison") -> pd.DataFr
     return pd.DataFrame(rows)
 
 
+def side_by_side(
+    results: dict[str, BenchResult], *, fp32: str = "fp32_default", half: str = "article", batch: int | None = None
+) -> pd.DataFrame:
+    """The article's claim next to each run: FP32 and half-precision images/s and GB, ratios.
+
+    Defaults: the article's "FP32" row is compared with ``fp32='fp32_default'`` (what a plain
+    FP32 script runs: TF32 convolutions), its "FP16" row with ``half='article'`` (its own
+    loop); ``batch=None`` uses each run's first comparison batch size. A configuration the run
+    lacks (or that hit OOM) gives NaN. ``recipe`` is the recommended recipe's images/s.
+    """
+    for name in (fp32, half):
+        if name not in CONFIGS:
+            raise ValueError(f"unknown configuration {name!r}; allowed: {', '.join(CONFIGS)}")
+    a32, a16 = ARTICLE_CLAIM["rows"]
+    rows = [{
+        "source": "the article (claimed)", "gpu": ARTICLE_CLAIM["gpu"], "date": "", "batch": math.nan,
+        "fp32 img/s": a32["img_per_s"], "half img/s": a16["img_per_s"], "speed-up": a16["img_per_s"] / a32["img_per_s"],
+        "fp32 GB": a32["memory_gb"], "half GB": a16["memory_gb"], "memory ratio": a16["memory_gb"] / a32["memory_gb"],
+        "recipe img/s": math.nan, "recipe / fp32": math.nan,
+    }]
+    for source, res in results.items():
+        f = res.frame
+        f = f[(f.get("part", "comparison") == "comparison") & (f["status"] == "ok")] if not f.empty else f
+        b = batch if batch is not None else (int(res.frame["batch_size"].iloc[0]) if not res.frame.empty else None)
+
+        def get(cfg: str, col: str, f: pd.DataFrame = f, b: int | None = b) -> float:
+            hit = f[(f["config"] == cfg) & (f["batch_size"] == b)] if not f.empty else f
+            return float(hit[col].iloc[0]) if len(hit) else math.nan
+
+        i32, i16, ir = get(fp32, "img_per_s"), get(half, "img_per_s"), get(RECOMMENDED, "img_per_s")
+        g32, g16 = get(fp32, "peak_mem_gb"), get(half, "peak_mem_gb")
+        rows.append({
+            "source": source, "gpu": res.metadata.get("device", "?"), "date": res.metadata.get("date", ""),
+            "batch": b, "fp32 img/s": i32, "half img/s": i16, "speed-up": i16 / i32, "fp32 GB": g32,
+            "half GB": g16, "memory ratio": g16 / g32, "recipe img/s": ir, "recipe / fp32": ir / i32,
+        })
+    return pd.DataFrame(rows)
+
+
 def model_flops(model: str = "resnet50", image_size: int = 224) -> dict[str, float]:
     """FLOPs per image counted by ``torch.utils.flop_counter`` (1 multiply-add = 2 FLOPs).
 
     Returns ``forward`` and ``train`` (forward + backward) FLOPs for one image of
     ``image_size`` (default 224). Note: torchvision's "GFLOPS" (4.09 for ResNet50) counts
-    multiply-adds, half of these numbers. Runs one fp32 image on the CPU (about a second).
+    multiply-adds, half of these numbers. Counted on the meta device (no memory, no math):
+    fast, and the same count as on a GPU. Two images are counted (batch norm needs more than
+    one value per channel in training mode) and the total halved.
     """
     import torchvision
     from torch.utils.flop_counter import FlopCounterMode
 
     validate_model(model)
-    net = torchvision.models.get_model(model, weights=None)
-    x = torch.randn(1, 3, image_size, image_size)
+    if isinstance(image_size, bool) or not isinstance(image_size, int) or image_size < 1:
+        raise ValueError(f"image_size must be a positive int, got {image_size!r}")
+    with torch.device("meta"):
+        net = torchvision.models.get_model(model, weights=None)
+        x = torch.randn(2, 3, image_size, image_size)
     with FlopCounterMode(display=False) as fwd:
         net(x)
     with FlopCounterMode(display=False) as both:
         net(x).sum().backward()
-    return {"forward": float(fwd.get_total_flops()), "train": float(both.get_total_flops())}
+    return {"forward": fwd.get_total_flops() / 2.0, "train": both.get_total_flops() / 2.0}
 
 
 _PEAK_FIELD = {"fp32": "fp32", "tf32": "tf32", "fp16": "fp16", "bf16": "bf16"}
@@ -954,6 +1029,7 @@ def _bench_cli(args: argparse.Namespace) -> int:
             steps=given(args.steps, base.steps),
             windows=given(args.repeats, base.windows),
             cudnn_benchmark=not args.no_cudnn_benchmark,
+            cpu_threads=given(args.cpu_threads, base.cpu_threads),
         )
         validate_model(model)
         output = args.output or output_path(f"bench_{model}")
@@ -990,6 +1066,7 @@ def _bench_run(
         args.configs,
         batch_sizes,
         sweep_batch_sizes=sweep,
+        sweep_configs=args.sweep_configs or (["fp32_default", RECOMMENDED] if dev.type == "cuda" else ["fp32_default"]),
         settings=settings,
         device=dev,
         task=args.task,
@@ -1031,11 +1108,14 @@ def add_bench_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]")
                    help="keep only configurations of these precisions (fp32, tf32, fp16, bf16)")
     p.add_argument("--sweep", type=int, nargs="*", default=None,
                    help="batch sizes for the sweep of fp32_default and fp16_cl (default 64 128 512; quick: none; empty: none)")
+    p.add_argument("--sweep-configs", nargs="+", default=None,
+                   help=f"configurations of the sweep (default fp32_default {RECOMMENDED}; on a CPU fp32_default)")
     p.add_argument("--output", default=None, help="results JSON (default results/local/bench_<model>.json; a CSV is written beside it)")
     p.add_argument("--repeats", type=int, default=None, help="timed windows per configuration (default 3)")
-    p.add_argument("--steps", type=int, default=None, help="steps per timed window (default 10; quick: 2)")
+    p.add_argument("--steps", type=int, default=None, help="steps per timed window (default 10; quick: 1)")
     p.add_argument("--warmup", type=int, default=None, help="untimed warm-up steps (default 5; quick: 1)")
     p.add_argument("--image-size", type=int, default=None, help="square image side (default 224; quick: 32)")
+    p.add_argument("--cpu-threads", type=int, default=None, help="torch threads for CPU runs (default: quick 1, full unchanged)")
     p.add_argument("--task", choices=["train", "infer"], default="train", help="train (default) or infer")
     p.add_argument("--device", default=None, help="device (default: cuda > mps > cpu)")
     p.add_argument("--no-cudnn-benchmark", action="store_true", help="leave cudnn.benchmark off (default on)")

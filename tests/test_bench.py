@@ -28,7 +28,7 @@ from fp16lab.bench import (
     validate_output,
 )
 
-TINY = BenchSettings(image_size=32, warmup=1, steps=1, windows=2)
+TINY = BenchSettings(image_size=32, warmup=1, steps=1, windows=2, cpu_threads=1)
 
 
 def fake_row(model, cfg, batch, *, settings, device, task="train", rate=100.0, mem=1.0):
@@ -60,7 +60,8 @@ class Recorder:
 
 
 def test_bench_one_records_settings_as_used_and_restores_flags():
-    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark)
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark,
+              torch.get_num_threads())
     row = bench_one("resnet18", "fp32_true", 2, settings=TINY, device="cpu")
     assert row["status"] == "ok"
     assert (row["model"], row["config"], row["batch_size"], row["image_size"]) == ("resnet18", "fp32_true", 2, 32)
@@ -74,7 +75,9 @@ def test_bench_one_records_settings_as_used_and_restores_flags():
     assert row["img_per_s"] == pytest.approx(oracle, rel=1e-3)
     assert row["img_per_s_min"] <= row["img_per_s"] <= row["img_per_s_max"]
     assert math.isnan(row["peak_mem_gb"])  # no CUDA: no peak memory
-    after = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark)
+    assert row["cpu_threads"] == 1
+    after = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark,
+             torch.get_num_threads())
     assert after == before
 
 
@@ -145,6 +148,23 @@ def test_comparison_table_ratios_and_sweep():
     assert sorted(s[s["config"] == "fp16_cl"]["batch"]) == [2, 4, 8]  # comparison row included
     with pytest.raises(ValueError, match="'bogus'"):
         comparison_table(frame, "bogus")
+
+
+def test_side_by_side_puts_the_article_claim_next_to_a_run():
+    from fp16lab.bench import side_by_side
+
+    rows = [dict(fake_row("resnet50", CONFIGS[n], 256, settings=TINY, device="cpu", rate=r, mem=m), part="comparison")
+            for n, r, m in (("fp32_default", 8.0, 0.1), ("article", 12.0, 0.04), ("fp16_cl", 24.0, 0.04))]
+    t = side_by_side({"run": BenchResult(pd.DataFrame(rows), {"device": "G", "date": "d"})})
+    art, run = t.iloc[0], t.iloc[1]
+    assert art["fp32 img/s"] == 1200 and art["half img/s"] == 2200 and art["speed-up"] == pytest.approx(2200 / 1200)
+    assert art["memory ratio"] == pytest.approx(4.2 / 8.5)
+    assert run["speed-up"] == pytest.approx(1.5) and run["recipe / fp32"] == pytest.approx(3.0)
+    assert run["memory ratio"] == pytest.approx(0.4) and run["gpu"] == "G"
+    t2 = side_by_side({"run": BenchResult(pd.DataFrame(rows), {})}, half="bf16")
+    assert math.isnan(t2.iloc[1]["half img/s"])  # missing configuration: NaN, not a fallback
+    with pytest.raises(ValueError, match="'fp8'"):
+        side_by_side({}, half="fp8")
 
 
 def test_sweep_skips_pairs_already_measured():
@@ -246,6 +266,8 @@ def test_validators_pass_good_values():
         BenchSettings(warmup=0)
     with pytest.raises(ValueError, match="steps must be a positive int, got 0"):
         BenchSettings(steps=0)
+    with pytest.raises(ValueError, match="cpu_threads must be None or a positive int, got 0"):
+        BenchSettings(cpu_threads=0)
 
 
 # ------------------------------------------------------------------ OOM and Ctrl-C
@@ -304,6 +326,7 @@ def test_cli_quick_cpu_run(tmp_path, monkeypatch, capsys):
     res = BenchResult.load(out)
     assert res.frame["model"].unique().tolist() == ["resnet18"]  # quick default model
     assert res.frame["image_size"].unique().tolist() == [32]  # quick default size
+    assert res.frame["cpu_threads"].unique().tolist() == [1]  # quick default on the CPU
     assert res.metadata["benchmark"]["quick"] is True and res.metadata["mode"] == "quick"
 
 
