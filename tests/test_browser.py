@@ -40,9 +40,10 @@ ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 def _chromium() -> str | None:
+    """FP16LAB_CHROMIUM if set (must exist), else chromium on PATH, else /usr/bin/chromium."""
     explicit = os.environ.get("FP16LAB_CHROMIUM")
     if explicit:
-        return explicit
+        return explicit if Path(explicit).is_file() else None
     for name in ("chromium", "chromium-browser"):
         found = shutil.which(name)
         if found:
@@ -58,6 +59,8 @@ def _jupyter() -> Path:
 
 def _skip_reason() -> str | None:
     if _chromium() is None:
+        if os.environ.get("FP16LAB_CHROMIUM"):
+            return f"FP16LAB_CHROMIUM={os.environ['FP16LAB_CHROMIUM']!r} is not a file"
         return ("no Chromium found (Debian/Ubuntu: `sudo apt-get install chromium`, which `make test` "
                 "does by itself when run as root; or set FP16LAB_CHROMIUM=/path/to/chromium)")
     try:
@@ -71,7 +74,17 @@ def _skip_reason() -> str | None:
     return None
 
 
-pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
+needs_browser = pytest.mark.skipif(_skip_reason() is not None, reason=f"browser test skipped: {_skip_reason()}")
+
+
+def test_skip_reason_says_what_is_missing(monkeypatch, tmp_path):
+    monkeypatch.setenv("FP16LAB_CHROMIUM", str(tmp_path / "no-such-chromium"))
+    assert _chromium() is None
+    assert "no-such-chromium" in _skip_reason() and "is not a file" in _skip_reason()
+    monkeypatch.delenv("FP16LAB_CHROMIUM")
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setattr(Path, "exists", lambda self: False)
+    assert "apt-get install chromium" in _skip_reason()
 
 
 def _free_port() -> int:
@@ -298,6 +311,7 @@ def run_in_jupyterlab(notebook: Path, tmp_path: Path) -> tuple[int, float]:
     return n_code, time.monotonic() - t0
 
 
+@needs_browser
 def test_lesson_00_runs_in_jupyterlab(tmp_path, capsys):
     digest = hashlib.sha256(LESSON.read_bytes()).hexdigest()
     n_code, seconds = run_in_jupyterlab(LESSON, tmp_path)
@@ -308,6 +322,7 @@ def test_lesson_00_runs_in_jupyterlab(tmp_path, capsys):
     assert seconds < BUDGET_S + 10, f"the browser test took {seconds:.0f} s (must stay under 3 minutes)"
 
 
+@needs_browser
 def test_a_failing_cell_is_reported_with_its_text_and_error(tmp_path, capsys):
     import nbformat
 
