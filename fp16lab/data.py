@@ -144,6 +144,12 @@ class ShapesDataset(Dataset):
         x = self.images[index].float().div_(255).sub_(_MEAN).div_(_STD)
         return x, self.labels[index]
 
+    def __getitems__(self, indices: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """A whole batch in a few vectorised ops (``DataLoader`` calls this when it exists)."""
+        idx = torch.as_tensor(indices, dtype=torch.long)
+        x = self.images[idx].float().div_(255).sub_(_MEAN).div_(_STD)
+        return list(zip(x.unbind(0), self.labels[idx].unbind(0), strict=True))
+
     def tensors(self, device: "torch.device | str" = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
         """All images (normalised float32) and labels at once, on ``device`` (default cpu).
 

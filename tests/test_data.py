@@ -28,6 +28,8 @@ def test_items_shapes_and_balance() -> None:
     counts = torch.bincount(ds.labels, minlength=4)
     assert counts.tolist() == [25, 25, 25, 25]
     assert ds.class_names == CLASS_NAMES[:4]
+    batch = ds.__getitems__([7, 3, 99])  # the batched path the DataLoader uses
+    assert all(torch.equal(bx, ds[i][0]) and torch.equal(by, ds[i][1]) for (bx, by), i in zip(batch, [7, 3, 99], strict=True))
     xs, ys = ds.tensors()
     assert torch.equal(xs[7], x) and torch.equal(ys, ds.labels)
     # normalised: roughly zero mean, unit-ish std
