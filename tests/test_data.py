@@ -75,6 +75,15 @@ def test_make_loaders_repeatable() -> None:
 
 
 def test_small_cnn_learns_clearly_better_than_chance() -> None:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a tiny model: one thread is as fast, and immune to a busy CPU
+    try:
+        _learn()
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _learn() -> None:
     torch.manual_seed(0)
     tr, va = make_loaders(1024, 256, image_size=16, num_classes=4, batch_size=32, seed=0)
     model = small_cnn(4, width=16)
