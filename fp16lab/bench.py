@@ -537,6 +537,7 @@ def _row_settings(
         "peak_reserved_gb": math.nan,
         "warmup_s": math.nan,
         "warnings": "",
+        "error": "",
     }
 
 
@@ -634,7 +635,7 @@ class BenchResult:
     def save(self, path: "str | os.PathLike[str]") -> Path:
         """Write JSON (rows + metadata) and a CSV copy beside it."""
         meta = dict(self.metadata, interrupted=self.interrupted)
-        self.path = save_results(_jsonable(self.frame), validate_output(path), meta, csv=True)
+        self.path = save_results(self.frame, validate_output(path), meta, csv=True)
         return self.path
 
     @classmethod
@@ -667,10 +668,6 @@ class BenchResult:
         return "".join(parts)
 
 
-def _jsonable(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame.copy()
-
-
 _NUMERIC = (
     "img_per_s", "img_per_s_min", "img_per_s_max", "spread", "step_ms",
     "peak_mem_gb", "peak_reserved_gb", "warmup_s",
@@ -701,7 +698,8 @@ def run_benchmark(
     ``task='train'``, ``output=None`` (nothing written; else JSON + CSV, saved after every row).
     ``precisions`` (e.g. ``['fp32', 'fp16']``) keeps only configurations of those precisions.
     Everything is validated before the first measurement. An OOM becomes a row with
-    status 'OOM' and the run goes on; Ctrl-C stops it, keeps (and saves) the rows so far and
+    status 'OOM' and the run goes on (any other exception: status 'error' with the message in
+    ``error``, and the run goes on); Ctrl-C stops it, keeps (and saves) the rows so far and
     returns them with ``interrupted=True``. ``metadata`` is merged into the
     stored metadata (e.g. the command line). ``measure`` replaces :func:`bench_one` (tests).
     """
@@ -724,6 +722,11 @@ def run_benchmark(
     scfgs = validate_configs(sweep_configs, dev) if sweep else []
     if task not in ("train", "infer"):
         raise ValueError(f"unknown task {task!r}; allowed: 'train', 'infer'")
+    if dev.type == "cuda":  # e.g. bf16/tf32 before Ampere: refuse now, not after minutes of work
+        from fp16lab.precision import check_precision_supported
+
+        for c in {*cfgs, *scfgs}:
+            check_precision_supported(c.precision, dev)
     s = settings or default_settings()
     out = validate_output(output) if output is not None else None
     measure = measure or bench_one
@@ -770,7 +773,12 @@ def run_benchmark(
             except torch.OutOfMemoryError:
                 row = _row_settings(model, cfg, b, s, task, dev)
                 row["status"] = "OOM"
-            if row["status"] == "OOM":
+            except Exception as e:  # reported in the table (status 'error'); the other runs go on
+                row = _row_settings(model, cfg, b, s, task, dev)
+                first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+                row.update(status="error", error=f"{type(e).__name__}: {first}")
+                print(f"bench: {cfg.name} at batch {b} failed: {row['error']}", file=sys.stderr)
+            if row["status"] != "ok":
                 _free(dev)  # the exception and its frames are gone here: memory can be returned
             row["part"] = part
             rows.append(row)
@@ -778,6 +786,7 @@ def run_benchmark(
     except KeyboardInterrupt:
         result.interrupted = True
         flush()
+        _free(dev)
         where = f"; {len(rows)} rows saved to {out}" if out is not None else ""
         print(f"interrupted (Ctrl-C) after {len(rows)} of {len(plan)} runs{where}", file=sys.stderr)
     finally:
@@ -940,9 +949,12 @@ def plot_results(frame: pd.DataFrame, path: "str | os.PathLike[str] | None" = No
     fig, axes = plt.subplots(1, 2, figsize=(12, 0.45 * max(len(t), 4) + 1.5), sharey=True)
     labels = [f"{r.label} (b={r.batch})" for r in t.itertuples()]
     colours = ["#1a7f37" if c.startswith(RECOMMENDED) else ("#cf222e" if c == "article" else "#5a6f8c") for c in t["config"]]
-    axes[0].barh(labels, t["img/s"].astype(float), color=colours)
+    bars = axes[0].barh(labels, t["img/s"].astype(float), color=colours)
+    axes[0].bar_label(bars, fmt="%.0f", padding=2, fontsize=8)
     axes[0].set_xlabel("training images/s (higher is better)")
-    axes[1].barh(labels, t["GB"].astype(float), color=colours)
+    bars = axes[1].barh(labels, t["GB"].astype(float), color=colours)
+    if t["GB"].notna().any():
+        axes[1].bar_label(bars, fmt="%.1f", padding=2, fontsize=8)
     axes[1].set_xlabel("peak memory, GB (lower is better)")
     for row, style in zip(ARTICLE_CLAIM["rows"], (":", "--"), strict=True):
         axes[0].axvline(row["img_per_s"], color="k", ls=style, lw=1, label=f"article {row['precision']} (claimed, 4090D)")
@@ -985,7 +997,7 @@ def readme_section(results: "str | os.PathLike[str]", png: "str | os.PathLike[st
 
     for _, r in t.iterrows():
         lines.append(
-            f"| {r['label']} | {r['batch']} | {num(r['img/s'], '.0f')} | {num(r['GB'], '.1f')} "
+            f"| {'**' + r['label'] + '**' if r['config'] == RECOMMENDED else r['label']} | {r['batch']} | {num(r['img/s'], '.0f')} | {num(r['GB'], '.1f')} "
             f"| {num(r['x_article'], '.2f')} | {num(r['x_fp32_default'], '.2f')} |"
         )
     lines += [
@@ -994,7 +1006,7 @@ def readme_section(results: "str | os.PathLike[str]", png: "str | os.PathLike[st
         + ", ".join(f"{r['precision']} {r['img_per_s']:.0f} images/s, {r['memory_gb']} GB" for r in ARTICLE_CLAIM["rows"])
         + ".",
         "",
-        f"![ResNet50 benchmark]({png_path.as_posix()})",
+        f"![{m.get('benchmark', {}).get('model', 'model')} benchmark on {m.get('device')}]({png_path.as_posix()})",
     ]
     return "\n".join(lines)
 

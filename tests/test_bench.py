@@ -288,10 +288,15 @@ def test_oom_is_a_row_and_the_run_continues(tmp_path):
     assert (saved.frame["status"] == "OOM").sum() == 1 and not saved.interrupted
 
 
-def test_other_errors_propagate():
-    rec = Recorder(raise_at={("fp32_true", 2): RuntimeError("a real bug")})
-    with pytest.raises(RuntimeError, match="a real bug"):
-        run_benchmark("resnet18", ["fp32_true"], [2], device="cpu", settings=TINY, progress=False, measure=rec)
+def test_other_errors_become_error_rows_and_the_run_continues(capsys):
+    rec = Recorder(raise_at={("fp32_true", 2): RuntimeError("compiler not found\nmore detail")})
+    res = run_benchmark("resnet18", ["fp32_true", "bf16"], [2], device="cpu", settings=TINY, progress=False,
+                        measure=rec)
+    f = res.frame.set_index("config")
+    assert f.loc["fp32_true", "status"] == "error" and f.loc["fp32_true", "error"] == "RuntimeError: compiler not found"
+    assert f.loc["bf16", "status"] == "ok" and f.loc["bf16", "error"] == ""
+    assert comparison_table(res.frame).set_index("config").loc["fp32_true", "img/s"] == "error"
+    assert "fp32_true at batch 2 failed: RuntimeError: compiler not found" in capsys.readouterr().err
 
 
 def test_ctrl_c_keeps_and_saves_the_rows_so_far(tmp_path, capsys):
