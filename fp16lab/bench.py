@@ -165,6 +165,8 @@ ARTICLE_CLAIM: dict[str, Any] = {
 """The article's ResNet50 table as it states it (not measured by this project)."""
 
 _OPTIMIZER = "Adam(lr=0.001)"
+# torch.OutOfMemoryError (torch >= 2.4 names it at top level; torch.cuda's is the same class)
+_OOM: type[BaseException] = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
 
 
 # ---------------------------------------------------------------- validation
@@ -460,6 +462,7 @@ def bench_one(
     _free(dev)
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
+        row["baseline_gb"] = torch.cuda.memory_allocated(dev) / 1e9  # left over from before: should be ~0
     with (
         _backend_flags(cfg.tf32_matmul, cfg.tf32_cudnn, s.cudnn_benchmark),
         _cpu_threads(s.cpu_threads if dev.type == "cpu" else None),
@@ -480,6 +483,8 @@ def bench_one(
         caught = sorted({f"{x.category.__name__}: {x.message}" for x in w})
     steps_run = step_count()
     del window, step_count  # the model, optimizer and data go with them
+    if cfg.compile:
+        torch.compiler.reset()  # drop compiled graphs (and the model they hold) before the next run
     rates = [batch_size * s.steps / t for t in secs]
     med = statistics.median(rates)
     row.update(
@@ -535,6 +540,7 @@ def _row_settings(
         "step_ms": math.nan,
         "peak_mem_gb": math.nan,
         "peak_reserved_gb": math.nan,
+        "baseline_gb": math.nan,
         "warmup_s": math.nan,
         "warnings": "",
         "error": "",
@@ -670,7 +676,7 @@ class BenchResult:
 
 _NUMERIC = (
     "img_per_s", "img_per_s_min", "img_per_s_max", "spread", "step_ms",
-    "peak_mem_gb", "peak_reserved_gb", "warmup_s",
+    "peak_mem_gb", "peak_reserved_gb", "baseline_gb", "warmup_s",
 )
 
 
@@ -770,7 +776,7 @@ def run_benchmark(
             bar.set_postfix_str(f"{cfg.name} b={b}")
             try:
                 row = measure(model, cfg, b, settings=s, device=dev, task=task)
-            except torch.OutOfMemoryError:
+            except _OOM:
                 row = _row_settings(model, cfg, b, s, task, dev)
                 row["status"] = "OOM"
             except Exception as e:  # reported in the table (status 'error'); the other runs go on

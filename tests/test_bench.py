@@ -363,6 +363,7 @@ def test_article_loop_on_gpu_records_its_deprecation_warnings_without_leaking_th
     assert "FutureWarning" in row["warnings"] and "torch.cuda.amp" in row["warnings"]
     assert not [w for w in leaked if "torch.cuda.amp" in str(w.message)]
     assert row["peak_mem_gb"] > 0 and row["peak_reserved_gb"] >= row["peak_mem_gb"]
+    assert row["baseline_gb"] < 0.5 * row["peak_mem_gb"]
 
 
 @cuda
