@@ -155,6 +155,13 @@ def make_scaler(precision: "Precision | str", device: "torch.device | str") -> t
     return torch.amp.GradScaler(dev.type, enabled=p.uses_scaler)
 
 
+def _total_norm(grads: list[torch.Tensor]) -> torch.Tensor:
+    """The 2-norm of all gradients together (``get_total_norm`` exists from torch 2.6 on)."""
+    if hasattr(torch.nn.utils, "get_total_norm"):
+        return torch.nn.utils.get_total_norm(grads)
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+
+
 def _trainable(model: nn.Module) -> list[torch.nn.Parameter]:
     return [p for p in model.parameters() if p.requires_grad]
 
@@ -231,7 +238,7 @@ def train_step(
         if clip_grad_norm is not None:
             grad_norm = torch.nn.utils.clip_grad_norm_(params, clip_grad_norm)
         else:
-            grad_norm = torch.nn.utils.get_total_norm([q.grad for q in params if q.grad is not None])
+            grad_norm = _total_norm([q.grad for q in params if q.grad is not None])
     scaler.step(optimizer)
     scaler.update()
     scale = scaler.get_scale()
