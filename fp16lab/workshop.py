@@ -107,18 +107,29 @@ def _parse(source: str, where: str) -> ast.Module:
 
 
 def assigned_names(source: str, *, where: str = "solution cell") -> tuple[str, ...]:
-    """Every variable the top-level assignments of ``source`` bind, in order of first binding.
+    """Every variable the cell's assignments bind (also inside if/for/with/try), in order.
 
-    ``x = 2; answer = x * 3`` gives ``("x", "answer")``; ``a, b = ...`` gives ``("a", "b")``.
+    ``x = 2; answer = x * 3`` gives ``("x", "answer")``; ``a, b = ...`` gives ``("a", "b")``;
+    assignments inside functions and classes are local and do not count.
     Raises ValueError (quoting the cell) when the cell assigns no plain variable.
     """
     names: list[str] = []
-    for stmt in _parse(source, where).body:
-        if isinstance(stmt, ast.Assign):
-            for t in stmt.targets:
-                names += _targets(t)
-        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
-            names += _targets(stmt.target)
+
+    def visit(body: list[ast.stmt]) -> None:
+        for stmt in body:
+            if isinstance(stmt, ast.Assign):
+                for t in stmt.targets:
+                    names.extend(_targets(t))
+            elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+                names.extend(_targets(stmt.target))
+            elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue  # their assignments are local
+            for field in ("body", "orelse", "finalbody"):  # if/for/while/with/try blocks
+                visit(getattr(stmt, field, []) or [])
+            for handler in getattr(stmt, "handlers", []) or []:
+                visit(handler.body)
+
+    visit(_parse(source, where).body)
     if not names:
         raise ValueError(
             f"{where} assigns no variable at top level; an exercise's solution must assign its "
@@ -218,7 +229,7 @@ def make_student_copy(nb: Any, *, name: str = "lesson.ipynb") -> Any:
             cell.execution_count = None
         for k in ("execution", "ExecuteTime", "collapsed", "scrolled"):
             cell.metadata.pop(k, None)
-    for k in ("fp16lab", "widgets"):
+    for k in ("fp16lab", "widgets", "language_info"):  # where/how the lesson last ran: not the copy's
         out.metadata.pop(k, None)
     out.metadata[META_KEY] = {
         "student_copy_of": name,

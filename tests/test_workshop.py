@@ -52,12 +52,14 @@ def _write(nb, folder: Path, name: str = "90_tiny.ipynb") -> Path:
     ("a, (b, c) = 1, (2, 3)", ("a", "b", "c")),
     ("best: int = 4\nprint(best)", ("best",)),
     ("import math\nfirst = second = math.pi", ("first", "second")),
+    ("t = 1\nif t:\n    ratio = 2.0\nelse:\n    ratio = float('nan')", ("t", "ratio")),
+    ("try:\n    v = int('x')\nexcept ValueError:\n    v = -1\nfor i in range(2):\n    w = i", ("v", "w")),
 ])
 def test_assigned_names(src, names):
     assert ws.assigned_names(src) == names
 
 
-@pytest.mark.parametrize("src", ["print(1)", "x.attr = 3", "def f():\n    y = 1", "answer ="])
+@pytest.mark.parametrize("src", ["print(1)", "x.attr = 3", "def f():\n    y = 1", "class C:\n    z = 1", "answer ="])
 def test_assigned_names_refuses_cells_without_an_answer(src):
     with pytest.raises(ValueError, match="solution cell"):
         ws.assigned_names(src)
@@ -86,6 +88,19 @@ def test_student_copy_replaces_solutions_and_keeps_checks():
     code = [c for c in copy.cells if c.cell_type == "code"]
     assert all(c.outputs == [] and c.execution_count is None for c in code)
     assert "fp16lab" not in copy.metadata and copy.metadata["fp16lab_workshop"]["exercises"] == 1
+
+
+def test_rerunning_a_lesson_elsewhere_keeps_its_student_copy_current(tmp_path):
+    """Only the lesson's content matters: outputs and run metadata (GPU run, Python) do not."""
+    lesson = _write(_lesson(), tmp_path)
+    ws.write_student_copies([lesson], tmp_path / "student")
+    nb = nbformat.read(lesson, as_version=4)
+    nb.metadata["fp16lab"] = {"seconds": 80.0, "mode": "full", "device": "NVIDIA H200"}
+    nb.metadata["language_info"] = {"name": "python", "version": "3.12.3"}
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", name="stdout", text="on the GPU\n")]
+    nb.cells[1].execution_count = 7
+    nbformat.write(nb, lesson)
+    assert ws.stale_student_copies([lesson], tmp_path / "student") == []
 
 
 def test_generation_is_deterministic(tmp_path):
