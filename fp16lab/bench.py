@@ -965,11 +965,14 @@ def plot_results(frame: pd.DataFrame, path: "str | os.PathLike[str] | None" = No
     for row, style in zip(ARTICLE_CLAIM["rows"], (":", "--"), strict=True):
         axes[0].axvline(row["img_per_s"], color="k", ls=style, lw=1, label=f"article {row['precision']} (claimed, 4090D)")
         axes[1].axvline(row["memory_gb"], color="k", ls=style, lw=1, label=f"article {row['precision']} (claimed, 4090D)")
-    axes[0].legend(loc="lower right", fontsize=8)
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncol=2, fontsize=8, frameon=False)
+    for ax in axes:
+        ax.set_xlim(0, ax.get_xlim()[1] * 1.1)  # room for the value labels
     axes[0].invert_yaxis()
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     if path is not None:
         fig.savefig(path, dpi=110)
     return fig
