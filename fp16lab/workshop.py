@@ -13,6 +13,7 @@ Command line (from the repository root)::
     python -m fp16lab.workshop write     # (re)generate notebooks/student/ and the agenda
     python -m fp16lab.workshop check     # exit 1 when a student copy or the agenda is stale
     python -m fp16lab.workshop agenda    # print the agenda table (measured lesson times)
+    python -m fp16lab.workshop verify    # prove each exercise: None is rejected, the solution passes
 """
 
 from __future__ import annotations
@@ -559,6 +560,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     c = sub.add_parser("check", help="exit 1 when a student copy or the agenda is out of date")
     c.add_argument("notebooks", nargs="*")
     sub.add_parser("agenda", help="print the agenda table from the recorded timings")
+    v = sub.add_parser("verify", help="run student copies in a kernel: checks reject None, accept the solution")
+    v.add_argument("notebooks", nargs="*", help="lessons (default: every notebooks/NN_*.ipynb)")
     args = parser.parse_args(argv)
     try:
         if args.command == "write":
@@ -576,6 +579,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             for p in problems:
                 print(f"STALE {p}")
             return 1 if problems else 0
+        if args.command == "verify":
+            failed = 0
+            for lesson in [Path(p) for p in args.notebooks] or lessons():
+                try:
+                    for r in verify_student_copy(student_path(lesson), lesson):
+                        print(f"{lesson.name} exercise {r.number} ({', '.join(r.names)}): rejects None "
+                              f"({r.rejects_none}), accepts the solution")
+                except AssertionError as exc:
+                    failed += 1
+                    print(f"FAILED {exc}")
+            return 1 if failed else 0
         print(agenda_table())
         return 0
     except ValueError as exc:
