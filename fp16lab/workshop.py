@@ -14,6 +14,7 @@ Command line (from the repository root)::
     python -m fp16lab.workshop check     # exit 1 when a student copy or the agenda is stale
     python -m fp16lab.workshop agenda    # print the agenda table (measured lesson times)
     python -m fp16lab.workshop verify    # prove each exercise: None is rejected, the solution passes
+    python -m fp16lab.workshop time-quick NOTEBOOK  # time a GPU-stamped lesson in quick mode here
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ __all__ = [
     "ExerciseCheck",
     "verify_student_copy",
     "record_timings",
+    "time_quick_mode",
     "agenda_table",
     "update_agenda",
     "main",
@@ -484,6 +486,56 @@ def record_timings(
     return table
 
 
+def time_quick_mode(
+    paths: "Sequence[str | Path] | None" = None, timings_file: "str | Path | None" = None, *, timeout: int = 1200
+) -> dict[str, float]:
+    """Run each lesson top to bottom in quick mode here (not saved) and record how long it took.
+
+    For lessons whose committed outputs come from a full-mode GPU run, so that the agenda
+    still shows what a laptop needs. The lesson file is not changed; the kernel runs in the
+    lesson's folder with ``FP16LAB_QUICK=1``. Raises AssertionError if a cell fails.
+    Default: every lesson, 1200 s a cell. Returns {lesson name: seconds}.
+    """
+    import os
+    import time
+
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    from fp16lab.env import run_metadata
+
+    tfile = Path(timings_file or TIMINGS_FILE)
+    measured: dict[str, float] = {}
+    old = os.environ.get("FP16LAB_QUICK")
+    os.environ["FP16LAB_QUICK"] = "1"  # inherited by the kernel
+    try:
+        for lesson in [Path(p) for p in paths] if paths else lessons():
+            nb = nbformat.read(lesson, as_version=4)
+            client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                                    resources={"metadata": {"path": str(lesson.parent)}})
+            t0 = time.perf_counter()
+            try:
+                client.execute()
+            except CellExecutionError as exc:
+                raise AssertionError(f"{lesson.name} failed in quick mode:\n{exc}") from None
+            measured[lesson.name] = round(time.perf_counter() - t0, 1)
+            meta = run_metadata()
+            table = _load_timings(tfile)
+            table.setdefault(lesson.name, {})["quick"] = {
+                "seconds": measured[lesson.name], "device": meta["device"], "torch": meta["torch"],
+                "date": meta["date"]}
+            tfile.parent.mkdir(parents=True, exist_ok=True)
+            tfile.write_text(json.dumps(table, indent=1, sort_keys=True, ensure_ascii=False) + "\n",
+                             encoding="utf-8")
+    finally:
+        if old is None:
+            os.environ.pop("FP16LAB_QUICK", None)
+        else:
+            os.environ["FP16LAB_QUICK"] = old
+    return measured
+
+
 def _fmt(run: dict[str, Any] | None) -> str:
     if not run:
         return "not measured yet"
@@ -560,6 +612,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     c = sub.add_parser("check", help="exit 1 when a student copy or the agenda is out of date")
     c.add_argument("notebooks", nargs="*")
     sub.add_parser("agenda", help="print the agenda table from the recorded timings")
+    t = sub.add_parser("time-quick", help="run lessons in quick mode here (unsaved) and record their run time")
+    t.add_argument("notebooks", nargs="*", help="lessons (default: every notebooks/NN_*.ipynb)")
     v = sub.add_parser("verify", help="run student copies in a kernel: checks reject None, accept the solution")
     v.add_argument("notebooks", nargs="*", help="lessons (default: every notebooks/NN_*.ipynb)")
     args = parser.parse_args(argv)
@@ -579,6 +633,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             for p in problems:
                 print(f"STALE {p}")
             return 1 if problems else 0
+        if args.command == "time-quick":
+            for name, secs in time_quick_mode(args.notebooks or None).items():
+                print(f"{name}: {secs:.1f} s in quick mode")
+            if GUIDE_FILE.exists() and update_agenda():
+                print(f"updated the agenda in {GUIDE_FILE}")
+            return 0
         if args.command == "verify":
             failed = 0
             for lesson in [Path(p) for p in args.notebooks] or lessons():

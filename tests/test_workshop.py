@@ -181,6 +181,22 @@ def test_plain_nbval_passes_a_student_copy(tmp_path):
     assert "passed" in run.stdout and "failed" not in run.stdout
 
 
+def test_time_quick_mode_records_a_measured_time(tmp_path):
+    lesson = _write(_lesson(check="assert answer is not None\nimport os\nassert os.environ['FP16LAB_QUICK'] == '1'"),
+                    tmp_path)
+    before = lesson.read_bytes()
+    tfile = tmp_path / "timings.json"
+    tfile.write_text(json.dumps({lesson.name: {"full": {"seconds": 9.0, "device": "NVIDIA H200"}}}))
+    (secs,) = ws.time_quick_mode([lesson], tfile).values()
+    table = json.loads(tfile.read_text())[lesson.name]
+    assert table["quick"]["seconds"] == secs > 0 and table["full"]["seconds"] == 9.0
+    assert lesson.read_bytes() == before, "timing a lesson must not rewrite it"
+    assert "| 9 s (NVIDIA H200" in ws.agenda_table(tfile)
+    bad = _write(_lesson(solution="answer = 1 / 0"), tmp_path, "92_bad.ipynb")
+    with pytest.raises(AssertionError, match="92_bad.ipynb failed in quick mode"):
+        ws.time_quick_mode([bad], tfile)
+
+
 # ---- the committed student copies of the real lessons -------------------------------------
 
 def test_committed_student_copies_are_current():
