@@ -275,6 +275,13 @@ def test_step_peak_memory_on_gpu_amp_saves_activations() -> None:
     assert fp16.step_bytes < fp32.step_bytes
     table = memory_sweep(model, make, [256, 512], ("fp32", "fp16"))
     assert len(table) == 4 and not table["oom"].any()
-    big = max_batch_size(model, make, "fp16", start=256, limit=1 << 22, multiple=256)
-    assert big.max_batch >= 256 and (not big.trials["ok"].all() or big.hit_limit)
-    torch.randn(1024, device="cuda").sum().item()  # the GPU is still usable
+    total = torch.cuda.get_device_properties(0).total_memory
+    torch.cuda.empty_cache()
+    torch.cuda.set_per_process_memory_fraction(4 * 2**30 / total)  # a 4 GiB card: a real OOM
+    try:
+        big = max_batch_size(model, make, "fp16", start=256, limit=1 << 20, multiple=256)
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+    assert big.max_batch >= 256 and not big.trials["ok"].all() and not big.hit_limit
+    assert big.trials.loc[~big.trials["ok"], "error"].str.contains("OutOfMemoryError").all()
+    assert torch.ones(1024, device="cuda").sum().item() == 1024  # the GPU is still usable
