@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["save_results", "load_results", "reference_path", "output_path", "RESULTS_DIR"]
+__all__ = ["save_results", "load_results", "load_reference", "reference_path", "output_path", "RESULTS_DIR"]
 
 # The repository's results/ folder; FP16LAB_RESULTS_DIR points elsewhere (tests, drafts).
 RESULTS_DIR = Path(os.environ.get("FP16LAB_RESULTS_DIR") or Path(__file__).resolve().parent.parent / "results")
@@ -80,3 +80,28 @@ def output_path(name: str) -> Path:
     folder = RESULTS_DIR if os.environ.get("FP16LAB_REFERENCE_RUN") == "1" else RESULTS_DIR / "local"
     folder.mkdir(parents=True, exist_ok=True)
     return folder / f"{name}.json"
+
+
+def load_reference(name: str) -> "tuple[pd.DataFrame, dict[str, Any]] | tuple[None, None]":
+    """Load the committed GPU reference ``results/<name>.json`` and print where it was measured.
+
+    Returns ``(None, None)`` and prints a notice saying so when that reference has not been
+    recorded yet (a lesson section whose GPU run is still to come), so a lesson can show
+    everything else in quick mode. Anything else wrong with the file raises.
+    """
+    try:
+        path = reference_path(f"{name}.json")
+    except FileNotFoundError:
+        print(
+            f"NO GPU REFERENCE YET: results/{name}.json has not been recorded on a GPU, so this "
+            "section has nothing to show on this machine. It needs a CUDA GPU: run the lesson on "
+            "one (full mode) to measure it."
+        )
+        return None, None
+    frame, meta = load_results(path)
+    print(
+        f"COMMITTED GPU REFERENCE {name}.json: {meta.get('device')} ({meta.get('capability')}), "
+        f"torch {meta.get('torch')}, CUDA {meta.get('cuda')}, {meta.get('date')}, "
+        f"{meta.get('mode')} mode. Not measured on this machine."
+    )
+    return frame, meta

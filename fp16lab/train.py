@@ -322,9 +322,10 @@ def _rng_state(device: torch.device) -> dict[str, Any]:
 
 
 def _set_rng_state(state: Mapping[str, Any], device: torch.device) -> None:
-    torch.set_rng_state(state["cpu"])
+    # RNG states must be CPU ByteTensors, also when the checkpoint was loaded onto the GPU.
+    torch.set_rng_state(state["cpu"].cpu())
     if device.type == "cuda" and state.get("cuda") is not None:
-        torch.cuda.set_rng_state(state["cuda"], device)
+        torch.cuda.set_rng_state(state["cuda"].cpu(), device)
 
 
 def save_checkpoint(
@@ -458,7 +459,7 @@ class _Stream:
     def _restore(self, state: Mapping[str, Any]) -> None:
         _set_rng_state(state, self.device)
         for g, s in zip(_loader_generators(self.loader), state.get("loader", []), strict=False):
-            g.set_state(s)
+            g.set_state(s.cpu())
 
     def position(self) -> dict[str, Any]:
         return {"epoch": self.epoch, "pos": self.pos, "epoch_rng": self.epoch_rng, "now_rng": self._capture()}

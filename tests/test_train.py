@@ -378,3 +378,35 @@ def test_cuda_channels_last_runs(precision: str) -> None:
             precision=precision, device="cuda", channels_last=True, epochs=2, progress=False)
     assert h["loss"].map(math.isfinite).all() and len(h) == 8
     assert next(model.parameters()).dtype == torch.float32  # weights stay fp32
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_resume_restores_rng_from_a_gpu_loaded_checkpoint(tmp_path: Path) -> None:
+    # fit(resume=True) loads the checkpoint onto the GPU; RNG states must still be restored
+    # (they have to be CPU ByteTensors: the first H200 run of lesson 02 failed here).
+    def setup():
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Flatten(), nn.Dropout(0.2), nn.Linear(48, 4)).cuda()
+        ds = TensorDataset(torch.randn(40, 3, 4, 4), torch.randint(0, 4, (40,)))
+        ld = DataLoader(ds, batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(0))
+        return model, torch.optim.SGD(model.parameters(), lr=0.1), ld
+
+    m1, o1, l1 = setup()
+    full = fit(m1, l1, o1, precision="fp16", device="cuda", steps=8, progress=False)
+    ckpt = tmp_path / "run.pt"
+    m2, o2, l2 = setup()
+    n = {"n": 0}
+
+    def crashing(out, y):
+        n["n"] += 1
+        if n["n"] == 6:
+            raise KeyboardInterrupt("simulated crash at step 6")
+        return F.cross_entropy(out, y)
+
+    with pytest.raises(KeyboardInterrupt):
+        fit(m2, l2, o2, precision="fp16", device="cuda", steps=8, loss_fn=crashing, checkpoint=ckpt,
+            checkpoint_every=4, progress=False)
+    m3, o3, l3 = setup()
+    resumed = fit(m3, l3, o3, precision="fp16", device="cuda", steps=8, checkpoint=ckpt, resume=True,
+                  progress=False)
+    assert resumed["loss"].tolist()[-4:] == full["loss"].tolist()[-4:]
