@@ -323,7 +323,7 @@ def test_cli_quick_cpu_run(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("FP16LAB_QUICK", "1")
     out = tmp_path / "cli.json"
     rc = main(["bench", "--configs", "fp32_true", "bf16", "--batch-sizes", "2", "--steps", "1", "--repeats", "2",
-               "--warmup", "1", "--output", str(out), "--no-progress"])
+               "--warmup", "1", "--output", str(out), "--no-progress", "--device", "cpu"])
     text = capsys.readouterr().out
     assert rc == 0
     assert "QUICK MODE" in text and "QUICK CPU MODE" in text and "CPU numbers, not FP16" in text
