@@ -13,11 +13,11 @@ from dataclasses import dataclass
 
 import torch
 
+from fp16lab.precision import Precision, parse_device, parse_precision, precision_context
+
 # Importing torch.utils.benchmark logs "No CUDA runtime is found" on CPU machines: noise.
 logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
 import torch.utils.benchmark as tbench  # noqa: E402
-
-from fp16lab.precision import Precision, parse_device, parse_precision, precision_context
 
 __all__ = ["Timing", "time_fn", "time_cuda_events", "matmul_tflops", "DTYPES"]
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 
+import pytest
+
 import fp16lab
+
+tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from Python 3.11")
 
 ROOT = Path(__file__).resolve().parent.parent
 CONDA_TO_PIP = {"pytorch": "torch"}  # conda-forge names that differ from PyPI's
