@@ -15,8 +15,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@touch $(STAMP)
 
+# Jupyter refuses to start as root without --allow-root (containers, lab servers): add it only then.
+ROOT_FLAG = $(if $(filter 0,$(shell id -u)),--allow-root,)
+
 lab: setup
-	$(BIN)/jupyter lab --notebook-dir=notebooks --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT)
+	$(BIN)/jupyter lab --notebook-dir=notebooks --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) $(ROOT_FLAG)
 
 # tests/test_browser.py drives Debian's chromium with Playwright (never a downloaded browser).
 # As root with apt-get (CI), install it when missing; elsewhere the test skips with the reason.

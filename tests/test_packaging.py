@@ -58,3 +58,15 @@ def test_ci_calls_the_readme_test_command():
     readme = (ROOT / "README.md").read_text()
     assert "make test" in readme.split("## ", 2)[1]  # the Quickstart section
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_make_lab_is_localhost_with_a_token():
+    import shutil
+    import subprocess
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    out = subprocess.run(["make", "-n", "lab"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    cmd = [line for line in out.splitlines() if "jupyter lab" in line]
+    assert cmd, out
+    assert "--ServerApp.ip=127.0.0.1" in cmd[-1] and "token=" not in cmd[-1]  # the default token stays on
