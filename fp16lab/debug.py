@@ -468,6 +468,9 @@ def _cuda_device(model: nn.Module, device: "torch.device | str | None", what: st
     return dev
 
 
+_MAX_SKIPPED_WARMUP = 24  # GradScaler halves per skip: 2**16 → 2**-8, far below any sane scale
+
+
 def step_peak_memory(
     model: nn.Module,
     batch: Any,
@@ -485,9 +488,12 @@ def step_peak_memory(
     Defaults: ``precision="fp16"`` (with a GradScaler), ``loss_fn`` cross-entropy,
     ``optimizer`` a factory called with the parameters (default Adam, lr 1e-3; its state
     counts as resident), ``device=None`` (the model's device, which must be CUDA),
-    ``warmup_steps=1`` untimed steps first (they create the optimizer state and cuDNN
-    workspaces), ``restore=True`` puts the weights back afterwards. Raises ``ValueError``
-    on a CPU model and lets a CUDA out-of-memory error propagate (see :func:`max_batch_size`).
+    ``warmup_steps=1`` unmeasured steps first that the GradScaler did not skip (they create
+    the optimizer state and cuDNN workspaces; fp16's first steps are often skipped at the
+    initial scale 2**16, and a skipped step creates no optimizer state), ``restore=True`` puts
+    the weights back afterwards. Raises ``ValueError`` on a CPU model, ``RuntimeError`` when
+    the gradients stay non-finite at every scale, and lets a CUDA out-of-memory error
+    propagate (see :func:`max_batch_size`).
     """
     model = _check_module(model)
     dev = _cuda_device(model, device, "step_peak_memory")
@@ -503,13 +509,23 @@ def step_peak_memory(
         opt = (optimizer or _default_optimizer)(model.parameters())
         scaler = make_scaler(p, dev)
 
-        def step(opt: torch.optim.Optimizer, scaler: torch.amp.GradScaler) -> None:
-            # fp16lab.train.train_step: the training step the series teaches
-            train_step(model, opt, scaler, [(x, y)], precision=p, device=dev, loss_fn=loss, track_grad_norm=False)
+        def step(opt: torch.optim.Optimizer, scaler: torch.amp.GradScaler) -> bool:
+            # fp16lab.train.train_step, the training step the series teaches; True if it was skipped
+            return train_step(model, opt, scaler, [(x, y)], precision=p, device=dev, loss_fn=loss,
+                              track_grad_norm=False).skipped
 
         try:
-            for _ in range(warmup_steps):
-                step(opt, scaler)
+            done = tries = 0
+            while done < warmup_steps:  # count only real updates: a skipped one leaves no Adam state
+                tries += 1
+                if not step(opt, scaler):
+                    done += 1
+                elif tries > warmup_steps + _MAX_SKIPPED_WARMUP:
+                    raise RuntimeError(
+                        f"step_peak_memory: {tries - done} of {tries} warm-up steps in {p.value} skipped by the "
+                        f"GradScaler (scale now {scaler.get_scale():g}): the gradients are inf/NaN at any "
+                        "scale; find the overflow with fp16lab.debug.first_nonfinite"
+                    )
             opt.zero_grad(set_to_none=True)
             _free(dev)
             before = torch.cuda.memory_allocated(dev)

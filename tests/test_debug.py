@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -285,3 +287,27 @@ def test_step_peak_memory_on_gpu_amp_saves_activations() -> None:
     assert big.max_batch >= 256 and not big.trials["ok"].all() and not big.hit_limit
     assert big.trials.loc[~big.trials["ok"], "error"].str.contains("OutOfMemoryError").all()
     assert torch.ones(1024, device="cuda").sum().item() == 1024  # the GPU is still usable
+
+
+@CUDA
+def test_step_peak_memory_fp16_warmup_outlasts_skipped_steps() -> None:
+    # fp16's first steps may be skipped (inf gradients at scale 2**16): no Adam state yet, so the
+    # resident memory would be too small and the measured step would create the state.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10)).cuda()
+    batch = (torch.randn(64, 1024, device="cuda"), torch.randint(0, 10, (64,), device="cuda"))
+    calls = {"n": 0}
+
+    def overflow_first_3(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        calls["n"] += 1
+        loss = nn.functional.cross_entropy(out, y)
+        return loss * math.inf if calls["n"] <= 3 else loss
+
+    param_bytes = sum(q.numel() * q.element_size() for q in model.parameters())
+    fp16 = step_peak_memory(model, batch, "fp16", loss_fn=overflow_first_3)
+    fp32 = step_peak_memory(model, batch, "fp32")
+    assert calls["n"] == 5  # 3 skipped + 1 real warm-up step + the measured one
+    assert fp16.before_bytes >= 3 * param_bytes  # weights + Adam's exp_avg and exp_avg_sq
+    assert abs(fp16.before_bytes - fp32.before_bytes) < 0.05 * fp32.before_bytes
+    with pytest.raises(RuntimeError, match="skipped by the GradScaler"):
+        step_peak_memory(model, batch, "fp16", loss_fn=lambda out, y: nn.functional.cross_entropy(out, y) * math.inf)
