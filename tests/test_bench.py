@@ -14,6 +14,7 @@ import torch
 from fp16lab import bench
 from fp16lab.bench import (
     CONFIGS,
+    RECOMMENDED,
     BenchResult,
     BenchSettings,
     add_flop_utilisation,
@@ -104,6 +105,17 @@ def test_model_flops_match_torchvision_multiply_adds():
 
 
 # ------------------------------------------------------------------ run, save, load
+
+
+def test_fused_adam_config_records_its_optimizer():
+    cfg = CONFIGS["fp16_cl_fused"]
+    assert cfg.fused_adam and cfg.channels_last and cfg.precision == CONFIGS[RECOMMENDED].precision
+    res = run_benchmark("resnet18", ["fp32_default", "fp16_cl_fused"], [2], settings=TINY, device="cpu",
+                        progress=False)
+    assert (res.frame["status"] == "ok").all()
+    assert res.frame.set_index("config")["optimizer"].to_dict() == {
+        "fp32_default": "Adam(lr=0.001)", "fp16_cl_fused": "Adam(lr=0.001, fused=True)"}
+    assert res.metadata["benchmark"]["optimizer"] == "Adam(lr=0.001), Adam(lr=0.001, fused=True)"
 
 
 def test_run_benchmark_metadata_and_json_round_trip(tmp_path):
