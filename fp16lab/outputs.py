@@ -33,12 +33,21 @@ def code_digest(nb: Any) -> str:
     return h.hexdigest()
 
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
 def strip_noise(nb: Any) -> Any:
-    """Drop per-cell execution timing, widget state and other run-to-run noise."""
+    """Drop per-cell execution timing, widgets and other run-to-run noise.
+
+    Widget outputs (tqdm.auto's progress bars) go too: their state is not kept, so a saved
+    bar would show its first frame ("0%") to a reader, as if the run had stalled.
+    """
     nb.metadata.pop("widgets", None)
     for cell in nb.cells:
         for k in ("execution", "ExecuteTime", "collapsed", "scrolled"):
             cell.metadata.pop(k, None)
+        if cell.get("cell_type") == "code":
+            cell.outputs = [o for o in cell.get("outputs", []) if WIDGET_VIEW not in o.get("data", {})]
     return nb
 
 

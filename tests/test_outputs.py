@@ -48,6 +48,18 @@ def test_digest_tracks_code_only():
     assert code_digest(a) != code_digest(b)
 
 
+def test_strip_noise_drops_progress_bar_widgets_only():
+    nb = _nb("x = 1")
+    bar = nbformat.v4.new_output("display_data", data={
+        "application/vnd.jupyter.widget-view+json": {"model_id": "abc", "version_major": 2, "version_minor": 0},
+        "text/plain": "fp32:   0%|          | 0/1200"})
+    text = nbformat.v4.new_output("stream", name="stdout", text="fp32: 10.5 s\n")
+    nb.cells[1].outputs = [bar, text]
+    strip_noise(nb)
+    assert nb.cells[1].outputs == [text]
+    nbformat.validate(nb)
+
+
 def test_stale_detects_edits(tmp_path):
     nb = _nb("x = 1")
     nb.cells[1].metadata["execution"] = {"iopub.status.busy": "2026"}
