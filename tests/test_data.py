@@ -91,6 +91,6 @@ def _learn() -> None:
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # fp32 on the CPU must not warn
-        fit(model, tr, opt, precision="fp32", epochs=3, progress=False)
+        fit(model, tr, opt, precision="fp32", epochs=6, progress=False)  # 3 was too close to the bar
     after = evaluate(model, va)["val_accuracy"]
-    assert after > 0.45 and after > before + 0.15, (before, after)  # chance is 0.25
+    assert after > 0.5 and after > before + 0.2, (before, after)  # chance is 0.25
