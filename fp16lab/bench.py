@@ -100,7 +100,11 @@ class BenchConfig:
 
     @property
     def optimizer(self) -> str:
-        return "Adam(lr=0.001, fused=True)" if self.fused_adam else _OPTIMIZER
+        """The optimizer as recorded with each row; :meth:`make_optimizer` builds exactly this."""
+        return f"Adam(lr={_ADAM_LR:g}, fused=True)" if self.fused_adam else _OPTIMIZER
+
+    def make_optimizer(self, params: Any) -> torch.optim.Optimizer:
+        return torch.optim.Adam(params, lr=_ADAM_LR, **({"fused": True} if self.fused_adam else {}))
 
 
 _P = Precision
@@ -176,7 +180,8 @@ ARTICLE_CLAIM: dict[str, Any] = {
 }
 """The article's ResNet50 table as it states it (not measured by this project)."""
 
-_OPTIMIZER = "Adam(lr=0.001)"
+_ADAM_LR = 0.001
+_OPTIMIZER = f"Adam(lr={_ADAM_LR:g})"  # every configuration's optimizer unless it says fused
 # torch.OutOfMemoryError (torch >= 2.4 names it at top level; torch.cuda's is the same class)
 _OOM: type[BaseException] = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
 
@@ -592,7 +597,7 @@ def _build(
         return window, lambda: count[0]
 
     net.train()
-    optimizer = torch.optim.Adam(net.parameters(), lr=0.001, **({"fused": True} if cfg.fused_adam else {}))
+    optimizer = cfg.make_optimizer(net.parameters())
     if cfg.loop == "article":
         scaler = article_scaler()
 
