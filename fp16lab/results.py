@@ -99,9 +99,16 @@ def load_reference(name: str) -> "tuple[pd.DataFrame, dict[str, Any]] | tuple[No
         )
         return None, None
     frame, meta = load_results(path)
+    sms = f", {meta['sm_count']} SMs" if meta.get("sm_count") else ""
     print(
-        f"COMMITTED GPU REFERENCE {name}.json: {meta.get('device')} ({meta.get('capability')}), "
-        f"torch {meta.get('torch')}, CUDA {meta.get('cuda')}, {meta.get('date')}, "
+        f"COMMITTED GPU REFERENCE {name}.json: {meta.get('device')} ({meta.get('capability')}{sms}), "
+        f"torch {meta.get('torch')}, CUDA {meta.get('cuda')}, cuDNN {meta.get('cudnn')}, {meta.get('date')}, "
         f"{meta.get('mode')} mode. Not measured on this machine."
     )
+    if meta.get("device_type") != "cuda":
+        print(
+            f"WARNING: results/{name}.json was not measured on a CUDA GPU (device_type "
+            f"{meta.get('device_type')!r}): it is a stand-in, not a reference. Re-record it on a GPU with "
+            "`python -m fp16lab.outputs run --reference <lesson>`."
+        )
     return frame, meta

@@ -8,7 +8,8 @@ import time
 import pandas as pd
 import pytest
 
-from fp16lab.results import load_results, output_path, reference_path, save_results
+import fp16lab.results as results
+from fp16lab.results import load_reference, load_results, output_path, reference_path, save_results
 from fp16lab.timing import matmul_tflops, time_fn
 
 
@@ -66,3 +67,36 @@ def test_output_path_never_overwrites_reference(monkeypatch):
     assert output_path("x").parent.name == "results"
     with pytest.raises(ValueError, match="'a/b'"):
         output_path("a/b")
+
+
+def _reference(tmp_path, monkeypatch, name, **meta):
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    base = {"device": "NVIDIA H200", "capability": "sm_90", "sm_count": 132, "torch": "2.11.0",
+            "cuda": "13.0", "cudnn": 91900, "date": "2026-12-02", "mode": "full", "device_type": "cuda"}
+    save_results(pd.DataFrame({"x": [1, 2]}), tmp_path / f"{name}.json", {**base, **meta})
+
+
+def test_load_reference_says_where_it_was_measured(tmp_path, monkeypatch, capsys):
+    _reference(tmp_path, monkeypatch, "r")
+    frame, meta = load_reference("r")
+    out = capsys.readouterr().out
+    assert frame["x"].tolist() == [1, 2] and meta["sm_count"] == 132
+    for fact in ("NVIDIA H200", "sm_90, 132 SMs", "torch 2.11.0", "CUDA 13.0", "cuDNN 91900", "2026-12-02", "full mode"):
+        assert fact in out, fact
+    assert "WARNING" not in out
+
+
+def test_load_reference_flags_a_stand_in_measured_off_gpu(tmp_path, monkeypatch, capsys):
+    _reference(tmp_path, monkeypatch, "cpu_made", device="CPU", device_type="cpu", sm_count=None)
+    load_reference("cpu_made")
+    out = capsys.readouterr().out
+    assert "WARNING" in out and "'cpu'" in out and "stand-in" in out
+
+
+def test_load_reference_missing_says_so_and_returns_none(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    assert load_reference("never_recorded") == (None, None)
+    assert "NO GPU REFERENCE YET: results/never_recorded.json" in capsys.readouterr().out
+    (tmp_path / "broken.json").write_text("[]")
+    with pytest.raises(ValueError, match="not an fp16lab results file"):
+        load_reference("broken")  # a file that exists but is wrong is an error, not a notice
