@@ -1,37 +1,51 @@
 # Two commands for learners (see README): `make lab` and `make test`.
 # Both create .venv and install fp16lab with its dev tools on first use; later runs reuse it.
+# No GPU? `make lab CPU=1` installs the CPU-only PyTorch build (much smaller) on first use.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.fp16lab-installed
 PORT   ?= 8888
+CPU    ?=
+TORCH_CPU_INDEX = https://download.pytorch.org/whl/cpu
 
-.PHONY: setup browser lab test doctor lint clean
+.PHONY: setup browser lab workspace test doctor lint clean
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
+	@echo "==> [1/3] Python environment in $(VENV)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@if [ -n "$(CPU)" ]; then \
+	  echo "==> [2/3] CPU-only PyTorch from $(TORCH_CPU_INDEX) (CPU=1)"; \
+	  $(BIN)/python -m pip install --disable-pip-version-check --progress-bar on torch torchvision --index-url $(TORCH_CPU_INDEX); \
+	else echo "==> [2/3] PyTorch comes with the next step (no GPU? stop here and run: make setup CPU=1)"; fi
+	@echo "==> [3/3] fp16lab, PyTorch, JupyterLab and the test tools: pip install -e '.[dev]' (a few minutes and a few GB the first time; pip names each package as it goes)"
+	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -e '.[dev]'
 	@touch $(STAMP)
+	@echo "==> set-up done: $(BIN)/python; next: make lab (or make doctor)"
 
-# Jupyter refuses to start as root without --allow-root (containers, lab servers): add it only then.
-ROOT_FLAG = $(if $(filter 0,$(shell id -u)),--allow-root,)
-
+# Your own copies of the lessons in notebooks/work/ (never overwritten), then JupyterLab on
+# notebooks/ at the start page, localhost only, with a token; the lessons outside work/ are
+# read-only there. `python -m fp16lab lab --help` for its options.
 lab: setup
-	$(BIN)/jupyter lab --notebook-dir=notebooks --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) $(ROOT_FLAG)
+	$(BIN)/python -m fp16lab lab --port=$(PORT)
+
+workspace: setup
+	$(BIN)/python -m fp16lab workspace
 
 # tests/test_browser.py drives Debian's chromium with Playwright (never a downloaded browser).
 # As root with apt-get (CI), install it when missing; elsewhere the test skips with the reason.
 browser:
 	@if command -v chromium >/dev/null 2>&1 || [ -n "$$FP16LAB_CHROMIUM" ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	  echo "installing chromium for the browser test (apt-get)"; \
+	  echo "==> installing chromium for the browser test (apt-get)"; \
 	  ( apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium ) \
 	  || { echo "chromium could not be installed: tests/test_browser.py will be skipped (an error when CI is set)"; [ -z "$$CI" ] || exit 1; }; \
-	else echo "note: no chromium here, so tests/test_browser.py will be skipped (notebooks/README.md)"; fi
+	else echo "note: no chromium here, so tests/test_browser.py will be skipped (notebooks/INSTRUCTORS.md)"; fi
 
 test: setup browser
+	@echo "==> running the tests: unit tests, every lesson and student copy (nbval), JupyterLab in a browser"
 	$(BIN)/python -m pytest
 
 doctor: setup

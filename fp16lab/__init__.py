@@ -14,7 +14,12 @@ Submodules, by job:
 - ``debug``: dtype trace under autocast, first non-finite layer, peak memory, batch search
 - ``bench``: training/inference throughput and peak memory, honestly timed
 - ``timing``, ``results``: timing helpers; result files with their metadata
-- ``outputs``, ``workshop``: notebook outputs policy; student copies for workshops
+
+Course tooling (running and stamping lessons, student copies, the agenda, the learner's
+workspace and lab) lives apart in the subpackage ``fp16lab.course``; learners do not need it.
+``fp16lab.outputs`` and ``fp16lab.workshop`` remain as aliases of its modules for
+``python -m fp16lab.outputs`` / ``python -m fp16lab.workshop``. The command line for everything
+is ``python -m fp16lab --help``.
 """
 
 __version__ = "0.1.0"
@@ -24,6 +29,7 @@ __all__ = [
     "align",
     "bench",
     "config",
+    "course",
     "data",
     "debug",
     "env",

@@ -1,4 +1,10 @@
-"""Command line: ``python -m fp16lab doctor`` (and further subcommands)."""
+"""Command line: ``python -m fp16lab <command>`` (also installed as ``fp16lab``).
+
+Learners: ``doctor`` (is this machine ready?), ``lab`` (JupyterLab on your own copies of the
+lessons), ``workspace`` (make or reset those copies), ``bench`` (the article's ResNet50 table
+on your GPU). Authors and instructors: ``outputs`` (run and stamp lessons), ``workshop``
+(student copies, agenda, proofs of the exercises). ``python -m fp16lab COMMAND --help`` for each.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,9 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-__all__ = ["main"]
+__all__ = ["SUBCOMMANDS", "build_parser", "main"]
+
+SubParsers = argparse._SubParsersAction  # what add_subparsers() returns
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -17,26 +25,59 @@ def _doctor(args: argparse.Namespace) -> int:
     return 0 if r.ok else 1
 
 
-def _add_doctor(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("doctor", help="check this machine for the series (exit 1 on FAIL)")
+def _add_doctor(sub: SubParsers[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("doctor", help="check this machine for the series (exit 1 on FAIL)",
+                       description="Check this machine for the series: versions, GPU, what the chip "
+                                   "supports, TF32 flags; OK/WARN/FAIL with a fix for each row. Exit 1 on FAIL.")
     p.add_argument("--device-index", type=int, default=0, help="CUDA GPU to report (default 0)")
     p.set_defaults(func=_doctor)
 
 
-# Each subcommand registers itself here: (add_parser function).
-SUBCOMMANDS: list[Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]] = [
-    _add_doctor,
-    lambda sub: __import__("fp16lab.bench", fromlist=["add_bench_parser"]).add_bench_parser(sub),
+def _add_bench(sub: SubParsers[argparse.ArgumentParser]) -> None:
+    from fp16lab.bench import add_bench_parser
+
+    add_bench_parser(sub)
+
+
+def _add_course(module: str) -> Callable[[SubParsers[argparse.ArgumentParser]], None]:
+    def add(sub: SubParsers[argparse.ArgumentParser]) -> None:
+        import importlib
+
+        importlib.import_module(f"fp16lab.course.{module}").add_parser(sub)
+
+    return add
+
+
+# Each subcommand registers itself: (name, add_parser function), in the order --help lists them.
+SUBCOMMANDS: list[tuple[str, Callable[[SubParsers[argparse.ArgumentParser]], None]]] = [
+    ("doctor", _add_doctor),
+    ("lab", _add_course("lab")),
+    ("workspace", _add_course("workspace")),
+    ("bench", _add_bench),
+    ("outputs", _add_course("outputs")),
+    ("workshop", _add_course("workshop")),
 ]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fp16lab", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    for add in SUBCOMMANDS:
+def build_parser() -> argparse.ArgumentParser:
+    """The ``python -m fp16lab`` parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(prog="python -m fp16lab", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                title="commands")
+    for _, add in SUBCOMMANDS:
         add(sub)
-    args = parser.parse_args(argv)
-    return int(args.func(args))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` and run the subcommand; a refused input is exit status 2 with the reason."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Outputs policy: every lesson carries outputs made from its current code, stamped."""
+"""Outputs policy: every lesson carries outputs made from its current code, stamped, with the note."""
 
 from __future__ import annotations
 
@@ -7,7 +7,15 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from fp16lab.outputs import code_digest, stale, stamp, strip_noise
+from fp16lab.course.outputs import (
+    code_digest,
+    is_reference_note,
+    note_text,
+    set_reference_note,
+    stale,
+    stamp,
+    strip_noise,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -26,6 +34,9 @@ def test_outputs_are_fresh_and_clean(path):
     assert meta["outputs_from"] and meta["torch"] and meta["mode"] in ("quick", "full")
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all(c.outputs or not c.source.strip() for c in code[:1]), "first code cell has no output"
+    note = code[0].outputs[0]
+    assert is_reference_note(note), "the first output must say whose outputs these are"
+    assert meta["outputs_from"] in note["data"]["text/plain"] and "not on your computer" in note["data"]["text/plain"]
     for c in code:
         assert "execution" not in c.metadata, "per-cell timing metadata was not stripped"
         errors = [o for o in c.outputs if o.output_type == "error"]
@@ -72,6 +83,64 @@ def test_stale_detects_edits(tmp_path):
     stamp(nb)
     nbformat.write(nb, p)
     assert stale(p) is None
+    nb.cells[1].outputs = nb.cells[1].outputs[1:]  # the note removed (e.g. a merge took another version)
+    nbformat.write(nb, p)
+    assert "reference note" in stale(p) and "outputs note" in stale(p)
+    set_reference_note(nb)
+    nbformat.write(nb, p)
+    assert stale(p) is None
     nb.cells[1].source = "x = 3"
     nbformat.write(nb, p)
     assert "code changed" in stale(p)
+
+
+def test_stamp_puts_the_reference_note_first_once():
+    nb = _nb("print(1)")
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", name="stdout", text="1\n")]
+    stamp(nb)
+    stamp(nb)  # again: still one note, refreshed
+    outs = nb.cells[1].outputs
+    assert [is_reference_note(o) for o in outs] == [True, False]
+    meta = nb.metadata["fp16lab"]
+    md, plain = note_text(meta)
+    assert outs[0]["data"] == {"text/markdown": md, "text/plain": plain}
+    assert meta["device"] in plain and meta["date"] in plain and "notebooks/work/" in plain
+    assert "read-only reference" in plain
+    copy_md, copy_plain = note_text(meta, copy=True)
+    assert "This is your copy" in copy_plain and "not on your computer" in copy_plain
+    nbformat.validate(nb)
+
+
+def test_note_needs_a_stamp_and_a_free_first_cell(tmp_path):
+    with pytest.raises(ValueError, match="no fp16lab stamp"):
+        set_reference_note(_nb("x = 1"))
+    nb = _nb("# NBVAL_CHECK_OUTPUT\nprint(1)")
+    nb.metadata["fp16lab"] = {"outputs_from": "CPU (quick mode)"}
+    with pytest.raises(ValueError, match="NBVAL_CHECK_OUTPUT"):
+        set_reference_note(nb)
+    from fp16lab.course.outputs import execute
+
+    p = tmp_path / "checked.ipynb"
+    nbformat.write(nb, p)
+    before = p.read_bytes()
+    with pytest.raises(ValueError, match="NBVAL_CHECK_OUTPUT"):
+        execute(p)  # refused before running: the file is untouched
+    assert p.read_bytes() == before
+
+
+def test_cli_note_refreshes_without_running(tmp_path):
+    from fp16lab.course.outputs import main
+
+    nb = _nb("x = 1")
+    stamp(nb)
+    nb.cells[1].outputs = []
+    p = tmp_path / "n.ipynb"
+    nbformat.write(nb, p)
+    assert main(["check", str(p)]) == 1
+    assert main(["note", str(p)]) == 0
+    assert stale(p) is None and main(["check", str(p)]) == 0
+    bare = tmp_path / "bare.ipynb"
+    nbformat.write(_nb("y = 2"), bare)
+    before = p.read_bytes()
+    assert main(["note", str(p), str(bare)]) == 2  # refused as a whole: nothing written
+    assert p.read_bytes() == before

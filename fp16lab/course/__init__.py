@@ -1,0 +1,31 @@
+"""Course tooling: what authors and instructors run on the lessons, not what learners import.
+
+Learners import the library (``fp16lab.train``, ``fp16lab.align``, ...). This subpackage holds
+the tools around the lessons, each reachable from ``python -m fp16lab <command>``:
+
+- ``paths``: the repository root and the course folders, found in one place
+- ``outputs``: run a lesson in place and stamp where its outputs came from (``outputs``)
+- ``student``: student copies of the lessons (solutions replaced by prompts)
+- ``verify``: prove each exercise both ways in a real kernel
+- ``agenda``: measured lesson times and the instructor guide's agenda table
+- ``workshop``: the command line over ``student``, ``verify`` and ``agenda`` (``workshop``)
+- ``workspace``: the learner's own copies of the lessons under ``notebooks/work/`` (``workspace``)
+- ``lab``: start JupyterLab for a learner on that workspace (``lab``); ``labserver`` is the
+  server-side part that keeps the reference lessons read-only
+- ``prose``: checks on lesson markdown (measured-looking numbers, "next lesson" links)
+
+Nothing here imports torch at import time.
+"""
+
+__all__ = [
+    "agenda",
+    "lab",
+    "labserver",
+    "outputs",
+    "paths",
+    "prose",
+    "student",
+    "verify",
+    "workshop",
+    "workspace",
+]

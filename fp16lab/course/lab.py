@@ -1,0 +1,171 @@
+"""Start JupyterLab for a learner: their workspace ready, the reference read-only, widgets kept.
+
+``python -m fp16lab lab`` (what ``make lab`` runs; on Windows, run it directly):
+
+1. makes the workspace: a copy of every lesson and student copy in ``notebooks/work/``
+   that is not there yet (:mod:`fp16lab.course.workspace`; existing work is never touched);
+2. starts JupyterLab on ``notebooks/`` on localhost, with a token, opening the start page
+   ``notebooks/README.md`` rendered as a page;
+3. keeps the reference read-only in that lab: every file outside ``work/`` shows JupyterLab's
+   read-only indicator and cannot be saved (:mod:`fp16lab.course.labserver`), so running and
+   saving any lesson leaves ``git status`` clean;
+4. saves widget state with each notebook (JupyterLab's "Save Jupyter widget state" setting),
+   so the progress bars of a saved lesson still render after a reload instead of
+   "Error displaying widget: model not found".
+
+The settings go to a lab-settings folder inside the workspace (``work/.lab-settings``), merged
+over the environment's own defaults; nothing outside the repository is changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from fp16lab.course import paths as _paths
+
+__all__ = [
+    "SETTINGS_OVERRIDES",
+    "CONTENTS_MANAGER",
+    "write_lab_settings",
+    "lab_command",
+    "configure",
+    "add_parser",
+]
+
+SETTINGS_OVERRIDES: dict[str, dict[str, Any]] = {
+    # keep tqdm's progress bars renderable after a save and reload
+    "@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": True},
+    # open the start page (and other markdown) as a rendered page, not in the text editor
+    "@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"markdown": "Markdown Preview"}},
+}
+CONTENTS_MANAGER = "fp16lab.course.labserver.ReferenceContentsManager"
+SETTINGS_DIR = ".lab-settings"
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _env_overrides() -> dict[str, Any]:
+    """The overrides this environment's JupyterLab already has (overrides.d/*.json, overrides.json)."""
+    try:
+        from jupyterlab.commands import get_app_dir
+    except ImportError:
+        return {}
+    folder = Path(get_app_dir()) / "settings"
+    merged: dict[str, Any] = {}
+    for f in [*sorted((folder / "overrides.d").glob("*.json")), folder / "overrides.json"]:
+        if f.is_file():
+            try:
+                merged = _merge(merged, json.loads(f.read_text(encoding="utf-8")))
+            except (OSError, ValueError):
+                continue
+    return merged
+
+
+def write_lab_settings(folder: "str | Path") -> Path:
+    """Write the lab's application settings (the environment's overrides + ours) into ``folder``."""
+    target = Path(folder)
+    target.mkdir(parents=True, exist_ok=True)
+    data = _merge(_env_overrides(), SETTINGS_OVERRIDES)
+    path = target / "overrides.json"
+    text = json.dumps(data, indent=1, sort_keys=True) + "\n"
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+    return target
+
+
+def lab_command(
+    notebooks: "str | Path",
+    *,
+    port: int = 8888,
+    open_browser: bool = True,
+    token: str | None = None,
+    start: str = "README.md",
+    settings_dir: "str | Path | None" = None,
+) -> list[str]:
+    """The ``jupyter lab`` command line for a learner's lab on the folder ``notebooks``.
+
+    Localhost only; the token is JupyterLab's own random one unless ``token`` is given; the
+    browser opens ``start`` (relative to ``notebooks``). Defaults: port 8888, open a browser,
+    the start page, settings in ``notebooks/work/.lab-settings``. ``--allow-root`` only when
+    run as root (containers, lab servers).
+    """
+    nbdir = Path(notebooks).resolve()
+    settings = Path(settings_dir) if settings_dir is not None else nbdir / "work" / SETTINGS_DIR
+    cmd = [
+        sys.executable, "-m", "jupyter", "lab",
+        f"--ServerApp.root_dir={nbdir}",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        f"--ServerApp.contents_manager_class={CONTENTS_MANAGER}",
+        f"--LabApp.app_settings_dir={settings}",
+        f"--LabApp.default_url=/lab/tree/{start}",
+    ]
+    if token is not None:
+        cmd.append(f"--IdentityProvider.token={token}")
+    if not open_browser:
+        cmd.append("--no-browser")
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")
+    return cmd
+
+
+def _lab(args: argparse.Namespace) -> int:
+    from fp16lab.course.workspace import prepare
+
+    if not 1 <= args.port <= 65535:
+        raise ValueError(f"--port must be 1..65535, got {args.port!r}")
+    root = _paths.repo_root()
+    nbdir = _paths.notebooks_dir(root)
+    start = args.open or "README.md"
+    if not (nbdir / start).exists():
+        raise ValueError(f"--open must name a file under {str(nbdir)!r}, e.g. work/00_setup_and_verify.ipynb; "
+                         f"got {start!r}")
+    cmd = lab_command(nbdir, port=args.port, open_browser=not args.no_browser, start=start)
+    if args.dry_run:
+        print(" ".join(cmd))
+        return 0
+    print(prepare(root), flush=True)
+    write_lab_settings(_paths.work_dir(root) / SETTINGS_DIR)
+    print(f"starting JupyterLab on {nbdir} (lessons outside work/ are read-only here; Ctrl-C stops it)",
+          flush=True)
+    if os.name == "posix":
+        os.execv(cmd[0], cmd)  # the lab takes over this process: Ctrl-C goes straight to it
+    return subprocess.call(cmd)
+
+
+def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add the lab options to ``parser``."""
+    parser.add_argument("--port", type=int, default=8888, help="port on 127.0.0.1 (default 8888; the next "
+                        "free one if taken)")
+    parser.add_argument("--no-browser", action="store_true", help="do not open a browser; open the printed URL")
+    parser.add_argument("--open", default=None, metavar="PATH",
+                        help="open this file under notebooks/ instead of the start page, e.g. "
+                             "work/02_amp_training_loop.ipynb")
+    parser.add_argument("--dry-run", action="store_true", help="print the jupyter command and change nothing")
+    parser.set_defaults(func=_lab)
+    return parser
+
+
+def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """Register ``lab`` as a subcommand of ``python -m fp16lab``."""
+    p = sub.add_parser("lab", help="open JupyterLab on your workspace (what `make lab` runs)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    configure(p)
+
+
+def main(argv: Sequence[str] | None = None) -> int:  # pragma: no cover - thin wrapper
+    """``python -m fp16lab.course.lab``: the same as ``python -m fp16lab lab``."""
+    args = configure(argparse.ArgumentParser(prog="python -m fp16lab lab")).parse_args(argv)
+    return int(args.func(args))

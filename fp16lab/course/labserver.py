@@ -1,0 +1,68 @@
+"""Server side of the learner's lab: everything outside ``work/`` is read-only.
+
+:class:`ReferenceContentsManager` is Jupyter Server's file manager with one rule: a path outside
+the writable folders (default: ``work``, relative to the lab's root ``notebooks/``) reports
+``writable: false``, so JupyterLab shows its read-only indicator and offers "Save as" only, and
+saving, renaming, deleting or restoring a checkpoint there is refused with HTTP 403 and a
+message naming the learner's own copy. The check does not rely on file permissions, so it
+holds when the lab runs as root too. ``python -m fp16lab lab`` selects it with
+``--ServerApp.contents_manager_class``; this module imports jupyter_server, so only the server
+loads it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
+from tornado import web
+from traitlets import List, Unicode
+
+__all__ = ["ReferenceContentsManager"]
+
+
+class ReferenceContentsManager(AsyncLargeFileManager):
+    """Files outside ``writable_dirs`` are the course's reference: readable, never written."""
+
+    writable_dirs = List(
+        Unicode(), default_value=["work"], config=True,
+        help="Folders (relative to the root, '/'-separated) where the learner may save; default ['work'].",
+    )
+
+    def is_reference(self, path: str) -> bool:
+        """True for a path outside every writable folder (the folders themselves are writable)."""
+        p = path.strip("/")
+        return not any(p == d.strip("/") or p.startswith(d.strip("/") + "/") for d in self.writable_dirs)
+
+    def _refuse(self, path: str, what: str) -> web.HTTPError:
+        name = path.strip("/").split("/")[-1]
+        return web.HTTPError(
+            403,
+            f"{path.strip('/')} is part of the course's reference and is read-only in this lab, so it "
+            f"cannot be {what}. Work in your copy, {self.writable_dirs[0]}/{name} (or use File > Save As "
+            f"into {self.writable_dirs[0]}/).",
+        )
+
+    def is_writable(self, path: str) -> bool:
+        return False if self.is_reference(path) else bool(super().is_writable(path))
+
+    async def save(self, model: dict[str, Any], path: str = "") -> Any:
+        if self.is_reference(path):
+            raise self._refuse(path, "saved")
+        return await super().save(model, path)
+
+    async def rename_file(self, old_path: str, new_path: str) -> Any:
+        for p in (old_path, new_path):
+            if self.is_reference(p):
+                raise self._refuse(p, "renamed")
+        return await super().rename_file(old_path, new_path)
+
+    async def delete_file(self, path: str) -> Any:
+        if self.is_reference(path):
+            raise self._refuse(path, "deleted")
+        return await super().delete_file(path)
+
+    async def restore_checkpoint(self, checkpoint_id: str, path: str) -> Any:
+        if self.is_reference(path):
+            raise self._refuse(path, "restored from a checkpoint")
+        return await super().restore_checkpoint(checkpoint_id, path)

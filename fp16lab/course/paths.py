@@ -1,0 +1,130 @@
+"""Where the course files are: the repository root, found once, and the folders under it.
+
+Every course tool asks :func:`repo_root` instead of guessing from ``__file__``: it works the
+same from a clone, an editable install, a worktree, or a lesson's kernel running in
+``notebooks/work/``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+__all__ = [
+    "ROOT_ENV",
+    "PROJECT_NAME",
+    "is_repo_root",
+    "repo_root",
+    "notebooks_dir",
+    "student_dir",
+    "work_dir",
+    "timings_file",
+    "instructors_guide",
+    "start_page",
+    "lessons",
+    "LESSON_GLOB",
+]
+
+ROOT_ENV = "FP16LAB_ROOT"
+PROJECT_NAME = "fp16lab"
+LESSON_GLOB = "[0-9][0-9]_*.ipynb"
+
+_SECTION = re.compile(r"^\s*\[([^\]]+)\]\s*$")
+_NAME = re.compile(r"""^\s*name\s*=\s*["']([^"']+)["']""")
+
+
+def _project_name(pyproject: Path) -> str | None:
+    """The ``[project] name`` of a pyproject.toml (a small reader: tomllib is Python >= 3.11)."""
+    try:
+        text = pyproject.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    section = None
+    for line in text.splitlines():
+        m = _SECTION.match(line)
+        if m:
+            section = m.group(1).strip()
+            continue
+        if section == "project":
+            n = _NAME.match(line)
+            if n:
+                return n.group(1)
+    return None
+
+
+def is_repo_root(folder: "str | Path") -> bool:
+    """True when ``folder`` holds a pyproject.toml whose project is named ``fp16lab``."""
+    return _project_name(Path(folder) / "pyproject.toml") == PROJECT_NAME
+
+
+def _search_up(start: Path) -> Path | None:
+    for folder in (start, *start.parents):
+        if is_repo_root(folder):
+            return folder
+    return None
+
+
+def repo_root(start: "str | Path | None" = None) -> Path:
+    """The fp16lab repository: the nearest folder above ``start`` with fp16lab's pyproject.toml.
+
+    ``FP16LAB_ROOT``, when set, names the root and must be one. Otherwise the search goes up
+    from ``start`` (default: the current folder, then the folder of this package, which an
+    editable install places in the checkout). Raises FileNotFoundError saying where it looked.
+    """
+    explicit = os.environ.get(ROOT_ENV)
+    if explicit:
+        root = Path(explicit).expanduser().resolve()
+        if not is_repo_root(root):
+            raise FileNotFoundError(
+                f"{ROOT_ENV}={explicit!r} is not the fp16lab repository: it has no pyproject.toml "
+                f"with [project] name = {PROJECT_NAME!r}. Point it at your clone, or unset it."
+            )
+        return root
+    starts = [Path(start).expanduser().resolve()] if start is not None else [
+        Path.cwd().resolve(), Path(__file__).resolve().parent]
+    for s in starts:
+        found = _search_up(s if s.is_dir() else s.parent)
+        if found is not None:
+            return found
+    where = " nor above ".join(repr(str(s)) for s in starts)
+    raise FileNotFoundError(
+        f"no fp16lab repository found above {where} (looked for a pyproject.toml with [project] "
+        f"name = {PROJECT_NAME!r}). Run the command from inside your clone of the repository, "
+        f"or set {ROOT_ENV}=/path/to/the/clone."
+    )
+
+
+def notebooks_dir(root: "str | Path | None" = None) -> Path:
+    """``notebooks/``: the lessons, the start page and the instructor guide."""
+    return Path(root or repo_root()) / "notebooks"
+
+
+def student_dir(root: "str | Path | None" = None) -> Path:
+    """``notebooks/student/``: the generated student copies (and timings.json)."""
+    return notebooks_dir(root) / "student"
+
+
+def work_dir(root: "str | Path | None" = None) -> Path:
+    """``notebooks/work/``: the learner's own copies (git-ignored, never overwritten)."""
+    return notebooks_dir(root) / "work"
+
+
+def timings_file(root: "str | Path | None" = None) -> Path:
+    """``notebooks/student/timings.json``: each lesson's measured run times."""
+    return student_dir(root) / "timings.json"
+
+
+def instructors_guide(root: "str | Path | None" = None) -> Path:
+    """``notebooks/INSTRUCTORS.md``: the workshop guide with its agenda and coverage table."""
+    return notebooks_dir(root) / "INSTRUCTORS.md"
+
+
+def start_page(root: "str | Path | None" = None) -> Path:
+    """``notebooks/README.md``: the learners' start page, where the lab opens."""
+    return notebooks_dir(root) / "README.md"
+
+
+def lessons(folder: "str | Path | None" = None) -> list[Path]:
+    """The lessons ``NN_name.ipynb`` in ``folder`` (default: notebooks/), in order."""
+    return sorted(Path(folder or notebooks_dir()).glob(LESSON_GLOB))

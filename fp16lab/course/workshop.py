@@ -1,0 +1,156 @@
+"""Classroom kit on the command line: student copies, the agenda, proofs of the exercises.
+
+From anywhere inside the repository::
+
+    python -m fp16lab workshop write     # (re)generate notebooks/student/ and the agenda
+    python -m fp16lab workshop check     # exit 1 when a student copy or the agenda is stale
+    python -m fp16lab workshop agenda    # print the agenda table (measured lesson times)
+    python -m fp16lab workshop verify    # prove each exercise: None is rejected, the solution passes
+    python -m fp16lab workshop time-quick NOTEBOOK  # time a GPU-stamped lesson in quick mode here
+    python -m fp16lab workshop lint      # measured-looking numbers in lesson markdown, next-lesson links
+
+``python -m fp16lab.workshop ...`` is the same. The work itself lives in
+:mod:`fp16lab.course.student`, :mod:`fp16lab.course.verify` and :mod:`fp16lab.course.agenda`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from fp16lab.course import paths as _paths
+
+__all__ = ["configure", "add_parser", "main"]
+
+HELP = "student copies, the agenda with measured times, proofs of the exercises"
+
+
+def _lessons(names: Sequence[str]) -> list[Path]:
+    return [Path(p) for p in names] or _paths.lessons()
+
+
+def _write(args: argparse.Namespace) -> int:
+    from fp16lab.course.agenda import record_timings, update_agenda
+    from fp16lab.course.student import write_student_copies
+
+    for p in write_student_copies(args.notebooks or None, args.out):
+        print(f"wrote {p}")
+    if not args.notebooks and args.out is None:
+        record_timings()
+        guide = _paths.instructors_guide()
+        if guide.exists() and update_agenda(guide):
+            print(f"updated the agenda in {guide}")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from fp16lab.course.agenda import agenda_problems
+    from fp16lab.course.student import stale_student_copies
+
+    problems = stale_student_copies(args.notebooks or None)
+    if not args.notebooks:
+        problems += agenda_problems()
+    for p in problems:
+        print(f"STALE {p}")
+    return 1 if problems else 0
+
+
+def _agenda(args: argparse.Namespace) -> int:
+    from fp16lab.course.agenda import agenda_table
+
+    print(agenda_table())
+    return 0
+
+
+def _time_quick(args: argparse.Namespace) -> int:
+    from fp16lab.course.agenda import time_quick_mode, update_agenda
+
+    for name, secs in time_quick_mode(args.notebooks or None).items():
+        print(f"{name}: {secs:.1f} s in quick mode")
+    guide = _paths.instructors_guide()
+    if guide.exists() and update_agenda(guide):
+        print(f"updated the agenda in {guide}")
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from fp16lab.course.student import student_path
+    from fp16lab.course.verify import verify_student_copy
+
+    failed = 0
+    for lesson in _lessons(args.notebooks):
+        try:
+            for r in verify_student_copy(student_path(lesson), lesson):
+                print(f"{lesson.name} exercise {r.number} ({', '.join(r.names)}): rejects None "
+                      f"({r.rejects_none}), accepts the solution")
+        except AssertionError as exc:
+            failed += 1
+            print(f"FAILED {exc}")
+    return 1 if failed else 0
+
+
+def _lint(args: argparse.Namespace) -> int:
+    from fp16lab.course.prose import lint_lesson
+
+    bad = 0
+    for lesson in _lessons(args.notebooks):
+        for problem in lint_lesson(lesson):
+            bad += 1
+            print(f"{lesson.name}: {problem}")
+    if bad:
+        print(f"{bad} problem(s); mark a cited number with the word 'cited' (e.g. '(cited: NVIDIA datasheet)'), "
+              "'(article)' or '<!-- not measured -->' on the same line (CONTRIBUTING.md)")
+    return 1 if bad else 0
+
+
+def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add the workshop subcommands to ``parser`` (used by both command lines)."""
+    sub = parser.add_subparsers(dest="workshop_command", required=True, metavar="COMMAND")
+    w = sub.add_parser("write", help="write student copies (and, for all lessons, the agenda)")
+    w.add_argument("notebooks", nargs="*", help="lessons (default: every notebooks/NN_*.ipynb)")
+    w.add_argument("--out", default=None, help="folder for the copies (default notebooks/student)")
+    w.set_defaults(func=_write)
+    c = sub.add_parser("check", help="exit 1 when a student copy or the agenda is out of date")
+    c.add_argument("notebooks", nargs="*", help="lessons (default: every lesson, and the agenda)")
+    c.set_defaults(func=_check)
+    a = sub.add_parser("agenda", help="print the agenda table from the recorded timings")
+    a.set_defaults(func=_agenda)
+    t = sub.add_parser("time-quick", help="run lessons in quick mode here (unsaved) and record their run time")
+    t.add_argument("notebooks", nargs="*", help="lessons (default: every notebooks/NN_*.ipynb)")
+    t.set_defaults(func=_time_quick)
+    v = sub.add_parser("verify", help="run student copies in a kernel: checks reject None, accept the solution")
+    v.add_argument("notebooks", nargs="*", help="lessons (default: every notebooks/NN_*.ipynb)")
+    v.set_defaults(func=_verify)
+    lint = sub.add_parser("lint", help="flag measured-looking numbers in lesson markdown and missing next-lesson links")
+    lint.add_argument("notebooks", nargs="*", help="lessons (default: every notebooks/NN_*.ipynb)")
+    lint.set_defaults(func=_lint)
+    return parser
+
+
+def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """Register ``workshop`` as a subcommand of ``python -m fp16lab``."""
+    p = sub.add_parser("workshop", help=HELP, description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    configure(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run parsed workshop arguments; a refused input is exit status 2 with the reason."""
+    try:
+        return int(args.func(args))
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m fp16lab.workshop``: the same as ``python -m fp16lab workshop``."""
+    parser = configure(argparse.ArgumentParser(prog="python -m fp16lab.workshop", description=__doc__,
+                                               formatter_class=argparse.RawDescriptionHelpFormatter))
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
