@@ -1,0 +1,106 @@
+"""One command line: ``python -m fp16lab <command>``, --help for each, old entry points as aliases."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fp16lab.__main__ import SUBCOMMANDS, build_parser, main
+from fp16lab.course import paths
+
+ROOT = Path(__file__).resolve().parent.parent
+COMMANDS = [name for name, _ in SUBCOMMANDS]
+
+
+def _run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def test_help_lists_every_subcommand():
+    out = _run("fp16lab", "--help")
+    assert out.returncode == 0, out.stderr
+    for name in ["doctor", "lab", "workspace", "bench", "outputs", "workshop"]:
+        assert name in COMMANDS
+        assert f"\n    {name}" in out.stdout, f"`python -m fp16lab --help` does not list {name}:\n{out.stdout}"
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_each_subcommand_has_help(name, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([name, "--help"])
+    assert exit_.value.code == 0
+    text = capsys.readouterr().out
+    assert text.startswith(f"usage: python -m fp16lab {name}") and len(text.splitlines()) > 3
+
+
+@pytest.mark.parametrize(("name", "sub"), [("outputs", "run"), ("outputs", "check"), ("outputs", "note"),
+                                          ("workshop", "write"), ("workshop", "check"), ("workshop", "verify"),
+                                          ("workshop", "agenda"), ("workshop", "time-quick"), ("workshop", "lint")])
+def test_nested_commands_have_help(name, sub, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([name, sub, "--help"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: python -m fp16lab {name} {sub}")
+
+
+def test_a_command_is_required(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args([])
+    assert exit_.value.code == 2 and "COMMAND" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("module", ["fp16lab.outputs", "fp16lab.workshop"])
+def test_old_entry_points_are_aliases(module):
+    out = _run(module, "--help")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"usage: python -m {module}")
+    alias = __import__(module, fromlist=["main"])
+    real = __import__(module.replace("fp16lab.", "fp16lab.course."), fromlist=["main"])
+    assert alias.main is real.main
+    assert len((ROOT / (module.replace(".", "/") + ".py")).read_text().splitlines()) < 15, "an alias stays thin"
+
+
+def test_outputs_check_runs_from_a_subfolder():
+    """The tools find the repository themselves, wherever they are started inside it."""
+    out = _run("fp16lab", "outputs", "check", cwd=ROOT / "notebooks" / "student")
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_refused_input_is_exit_2_with_the_reason(capsys, tmp_path):
+    assert main(["workspace", "--reset", "99"]) == 2
+    err = capsys.readouterr().err
+    assert "error: name must be a lesson number or name" in err and "'99'" in err
+    assert main(["lab", "--dry-run", "--port", "0"]) == 2
+    assert "--port must be 1..65535, got 0" in capsys.readouterr().err
+
+
+# ---- the repository root, found in one place ------------------------------------------------
+
+def test_repo_root_from_anywhere_inside(tmp_path, monkeypatch):
+    monkeypatch.delenv(paths.ROOT_ENV, raising=False)
+    assert paths.repo_root(ROOT / "notebooks" / "student") == ROOT
+    assert paths.repo_root(ROOT / "fp16lab" / "course" / "paths.py") == ROOT
+    monkeypatch.chdir(ROOT / "tests")
+    assert paths.repo_root() == ROOT
+    assert paths.notebooks_dir() == ROOT / "notebooks" and paths.work_dir() == ROOT / "notebooks" / "work"
+
+
+def test_repo_root_needs_fp16labs_pyproject(tmp_path, monkeypatch):
+    monkeypatch.delenv(paths.ROOT_ENV, raising=False)
+    other = tmp_path / "other"
+    (other / "sub").mkdir(parents=True)
+    (other / "pyproject.toml").write_text('[tool.x]\nname = "fp16lab"\n\n[project]\nname = "something-else"\n')
+    with pytest.raises(FileNotFoundError, match=r"no fp16lab repository found above .*other/sub.*FP16LAB_ROOT"):
+        paths.repo_root(other / "sub")
+    mine = tmp_path / "mine"
+    (mine / "notebooks").mkdir(parents=True)
+    (mine / "pyproject.toml").write_text('[build-system]\nrequires = []\n\n[project]\nname = "fp16lab"\n')
+    assert paths.repo_root(mine / "notebooks") == mine.resolve()
+    monkeypatch.setenv(paths.ROOT_ENV, str(other))
+    with pytest.raises(FileNotFoundError, match="FP16LAB_ROOT=.* is not the fp16lab repository"):
+        paths.repo_root()
+    monkeypatch.setenv(paths.ROOT_ENV, str(mine))
+    assert paths.repo_root(other) == mine.resolve()  # the variable wins over the search

@@ -1,0 +1,201 @@
+"""The learner's workspace and lab: own copies in notebooks/work/, the reference read-only."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from fp16lab.course import lab, workspace
+from fp16lab.course.outputs import is_reference_note, stamp
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _lesson(code: str = "x = 1", md: str = "# Lesson") -> nbformat.NotebookNode:
+    v4 = nbformat.v4
+    nb = v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                  "language": "python"}})
+    nb.cells = [v4.new_markdown_cell(md), v4.new_code_cell(code)]
+    nb.cells[1].outputs = [v4.new_output("stream", name="stdout", text="reference output\n")]
+    stamp(nb)
+    return nb
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A small copy of the repository layout: two lessons and one student copy."""
+    nbdir = tmp_path / "notebooks"
+    (nbdir / "student").mkdir(parents=True)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "fp16lab"\n')
+    nbformat.write(_lesson(), nbdir / "00_first.ipynb")
+    nbformat.write(_lesson("y = 2"), nbdir / "01_second.ipynb")
+    nbformat.write(nbformat.v4.new_notebook(), nbdir / "student" / "00_first.ipynb")
+    (nbdir / "README.md").write_text("# Start\n")
+    return tmp_path
+
+
+def test_prepare_copies_what_is_missing_and_never_overwrites(repo):
+    nbdir = repo / "notebooks"
+    ref = {p: p.read_bytes() for p in nbdir.rglob("*.ipynb")}
+    ws = workspace.prepare(repo)
+    work = nbdir / "work"
+    assert sorted(p.relative_to(work).as_posix() for p in ws.created) == [
+        "00_first.ipynb", "01_second.ipynb", "student/00_first.ipynb"]
+    assert ws.kept == [] and ws.behind == []
+    mine = work / "00_first.ipynb"
+    nb = nbformat.read(mine, as_version=4)
+    nb.cells[1].source = "x = 'my own work'"
+    nbformat.write(nb, mine)
+    (work / "01_second.ipynb").unlink()
+    ws2 = workspace.prepare(repo)
+    assert [p.name for p in ws2.created] == ["01_second.ipynb"] and len(ws2.kept) == 2
+    assert "my own work" in mine.read_text(), "existing work must be left alone"
+    assert {p: p.read_bytes() for p in nbdir.rglob("*.ipynb") if "work" not in p.parts} == ref
+    assert "new copies: 01_second.ipynb" in str(ws2) and "kept as they are" in str(ws2)
+
+
+def test_a_copy_does_not_claim_the_reference_run(repo):
+    workspace.prepare(repo)
+    ref = nbformat.read(repo / "notebooks" / "00_first.ipynb", as_version=4)
+    mine = nbformat.read(repo / "notebooks" / "work" / "00_first.ipynb", as_version=4)
+    assert "fp16lab" not in mine.metadata, "the copy must not say it holds the reference machine's outputs"
+    meta = mine.metadata[workspace.WORK_META]
+    assert meta["copy_of"] == "notebooks/00_first.ipynb" and meta["reference_outputs"] == ref.metadata["fp16lab"]
+    first = mine.cells[1].outputs
+    assert is_reference_note(first[0]) and "This is your copy" in first[0]["data"]["text/plain"]
+    assert first[1] == ref.cells[1].outputs[1], "the reference outputs stay, for reading before running"
+    assert [c.source for c in mine.cells] == [c.source for c in ref.cells]
+    nbformat.validate(mine)
+
+
+def test_a_changed_lesson_is_reported_not_copied_over(repo):
+    workspace.prepare(repo)
+    lesson = repo / "notebooks" / "01_second.ipynb"
+    nb = nbformat.read(lesson, as_version=4)
+    nb.cells[1].source = "y = 3  # the lesson was updated"
+    nbformat.write(nb, lesson)
+    ws = workspace.prepare(repo)
+    assert [p.name for p in ws.behind] == ["01_second.ipynb"] and not ws.created
+    assert "--reset 01_second" in str(ws)
+    assert "y = 2" in (repo / "notebooks" / "work" / "01_second.ipynb").read_text()
+
+
+def test_reset_keeps_the_old_copy_and_refuses_unknown_names_first(repo):
+    workspace.prepare(repo)
+    work = repo / "notebooks" / "work"
+    (work / "00_first.ipynb").write_text((work / "00_first.ipynb").read_text().replace("x = 1", "x = 'mine'"))
+    before = sorted(p.as_posix() for p in work.rglob("*"))
+    with pytest.raises(ValueError, match=r"got '07'.*Allowed: 00_first, 01_second, student/00_first"):
+        workspace.reset(["00", "07"], repo)
+    assert sorted(p.as_posix() for p in work.rglob("*")) == before, "a refused reset changes nothing"
+    ((fresh, old),) = workspace.reset(["00"], repo)
+    assert fresh == work / "00_first.ipynb" and "x = 1" in fresh.read_text()
+    assert old is not None and old.parent == work / "old" and "mine" in old.read_text()
+    ((fresh2, _),) = workspace.reset(["student/00_first.ipynb"], repo)
+    assert fresh2 == work / "student" / "00_first.ipynb"
+
+
+def test_prepare_needs_lessons(tmp_path):
+    (tmp_path / "notebooks").mkdir()
+    with pytest.raises(FileNotFoundError, match="no lessons found"):
+        workspace.prepare(tmp_path)
+    assert not (tmp_path / "notebooks" / "work").exists()
+
+
+def test_work_folder_is_ignored_by_git_and_by_pytest(tmp_path):
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    for path in ("notebooks/work/02_amp_training_loop.ipynb", "notebooks/work/student/x.ipynb",
+                 "wheelhouse/torch.whl"):
+        assert subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT).returncode == 0, f"{path} not ignored"
+    fake = tmp_path / "repo"
+    (fake / "notebooks" / "work").mkdir(parents=True)
+    shutil.copy(ROOT / "pyproject.toml", fake / "pyproject.toml")
+    (fake / "tests").mkdir()
+    for p in (fake / "notebooks" / "01_a.ipynb", fake / "notebooks" / "work" / "01_a.ipynb"):
+        nbformat.write(_lesson(), p)
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+                         cwd=fake, capture_output=True, text=True, timeout=120)
+    assert "notebooks/01_a.ipynb" in out.stdout, out.stdout + out.stderr
+    assert "work/01_a.ipynb" not in out.stdout, "pytest must not collect the learner's copies"
+
+
+# ---- the lab command ------------------------------------------------------------------------
+
+def test_lab_command_is_localhost_with_a_token_and_read_only_reference(tmp_path):
+    cmd = lab.lab_command(tmp_path, port=8899, open_browser=False)
+    assert cmd[:4] == [sys.executable, "-m", "jupyter", "lab"]
+    assert "--ServerApp.ip=127.0.0.1" in cmd and "--ServerApp.port=8899" in cmd and "--no-browser" in cmd
+    assert not any("token=" in c for c in cmd), "JupyterLab's own random token stays on"
+    assert f"--ServerApp.contents_manager_class={lab.CONTENTS_MANAGER}" in cmd
+    assert f"--ServerApp.root_dir={tmp_path.resolve()}" in cmd
+    assert "--LabApp.default_url=/lab/tree/README.md" in cmd
+    assert f"--LabApp.app_settings_dir={tmp_path.resolve() / 'work' / '.lab-settings'}" in cmd
+
+
+def test_make_lab_runs_the_lab_command():
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    out = subprocess.run(["make", "-n", "lab"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert "-m fp16lab lab" in out.splitlines()[-1]
+    dry = subprocess.run([sys.executable, "-m", "fp16lab", "lab", "--dry-run"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert dry.returncode == 0 and "--ServerApp.ip=127.0.0.1" in dry.stdout, dry.stdout + dry.stderr
+    assert not (ROOT / "notebooks" / "work" / "unexpected").exists()
+
+
+def test_lab_settings_keep_widget_state_and_the_environments_own(tmp_path, monkeypatch):
+    env = tmp_path / "app" / "settings"  # the environment's JupyterLab application settings
+    (env / "overrides.d").mkdir(parents=True)
+    (env / "overrides.d" / "a.json").write_text(json.dumps({"@x/theme:plugin": {"theme": "dark"}}))
+    (env / "overrides.json").write_text(json.dumps(
+        {"@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": False}}))
+    import jupyterlab.commands
+
+    monkeypatch.setattr(jupyterlab.commands, "get_app_dir", lambda: str(tmp_path / "app"))
+    folder = lab.write_lab_settings(tmp_path / "out")
+    data = json.loads((folder / "overrides.json").read_text())
+    assert data["@jupyter-widgets/jupyterlab-manager:plugin"]["saveState"] is True
+    assert data["@jupyterlab/docmanager-extension:plugin"]["defaultViewers"]["markdown"] == "Markdown Preview"
+    assert data["@x/theme:plugin"] == {"theme": "dark"}, "the environment's own overrides are kept"
+
+
+# ---- the server side: everything outside work/ is read-only ----------------------------------
+
+def test_reference_is_read_only_on_the_server(repo):
+    from tornado import web
+
+    from fp16lab.course.labserver import ReferenceContentsManager
+
+    workspace.prepare(repo)
+    root = repo / "notebooks"
+    cm = ReferenceContentsManager(root_dir=str(root))
+    ref_bytes = (root / "00_first.ipynb").read_bytes()
+
+    async def scenario() -> None:
+        ref = await cm.get("00_first.ipynb")
+        mine = await cm.get("work/00_first.ipynb")
+        assert ref["writable"] is False and mine["writable"] is True
+        listing = await cm.get("", content=True)
+        flags = {c["name"]: c["writable"] for c in listing["content"]}
+        assert flags["00_first.ipynb"] is False and flags["work"] is True
+        with pytest.raises(web.HTTPError) as refused:
+            await cm.save(ref, "00_first.ipynb")
+        assert refused.value.status_code == 403 and "work/00_first.ipynb" in refused.value.log_message
+        for call in (cm.rename_file("00_first.ipynb", "work/x.ipynb"), cm.delete_file("00_first.ipynb"),
+                     cm.save({"type": "file", "format": "text", "content": "x"}, "new.txt")):
+            with pytest.raises(web.HTTPError):
+                await call
+        await cm.save(mine, "work/00_first.ipynb")
+        await cm.save({"type": "file", "format": "text", "content": "notes"}, "work/notes.txt")
+
+    asyncio.run(scenario())
+    assert (root / "00_first.ipynb").read_bytes() == ref_bytes
+    assert (root / "work" / "notes.txt").read_text() == "notes"
