@@ -144,3 +144,30 @@ def test_cli_note_refreshes_without_running(tmp_path):
     before = p.read_bytes()
     assert main(["note", str(p), str(bare)]) == 2  # refused as a whole: nothing written
     assert p.read_bytes() == before
+
+
+def _bar(model_id: str):
+    return nbformat.v4.new_output("display_data", data={
+        "application/vnd.jupyter.widget-view+json": {"model_id": model_id, "version_major": 2, "version_minor": 0},
+        "text/plain": "fit fp16:   0%|          | 0/50"})
+
+
+def test_drop_orphan_widgets_keeps_bars_whose_state_is_saved():
+    from fp16lab.course.outputs import drop_orphan_widgets
+
+    nb = _nb("x = 1")
+    text = nbformat.v4.new_output("stream", name="stdout", text="done\n")
+    nb.cells[1].outputs = [_bar("kept"), _bar("closed"), text]
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {
+        "state": {"kept": {"model_name": "HBoxModel"}}, "version_major": 2, "version_minor": 0}}
+    assert drop_orphan_widgets(nb) == 1
+    assert [o.get("data", {}).get("application/vnd.jupyter.widget-view+json", {}).get("model_id")
+            for o in nb.cells[1].outputs] == ["kept", None]
+    del nb.metadata["widgets"]  # no state saved at all: every bar would say "model not found"
+    assert drop_orphan_widgets(nb) == 1 and nb.cells[1].outputs == [text]
+    plain = nbformat.writes(nb)  # the server works on plain JSON dicts
+    import json
+
+    d = json.loads(plain)
+    d["cells"][1]["outputs"].insert(0, dict(_bar("x")))
+    assert drop_orphan_widgets(d) == 1 and len(d["cells"][1]["outputs"]) == 1

@@ -193,7 +193,14 @@ def test_reference_is_read_only_on_the_server(repo):
                      cm.save({"type": "file", "format": "text", "content": "x"}, "new.txt")):
             with pytest.raises(web.HTTPError):
                 await call
-        await cm.save(mine, "work/00_first.ipynb")
+        content = mine["content"]
+        content["cells"][1]["outputs"].append({
+            "output_type": "display_data", "metadata": {},
+            "data": {"application/vnd.jupyter.widget-view+json": {"model_id": "closed-bar", "version_major": 2,
+                                                                  "version_minor": 0}, "text/plain": "0%"}})
+        await cm.save({"type": "notebook", "content": content}, "work/00_first.ipynb")
+        saved = await cm.get("work/00_first.ipynb")
+        assert "closed-bar" not in json.dumps(saved["content"]), "a bar without saved state must not be kept"
         await cm.save({"type": "file", "format": "text", "content": "notes"}, "work/notes.txt")
 
     asyncio.run(scenario())

@@ -1,13 +1,18 @@
 """Server side of the learner's lab: everything outside ``work/`` is read-only.
 
-:class:`ReferenceContentsManager` is Jupyter Server's file manager with one rule: a path outside
-the writable folders (default: ``work``, relative to the lab's root ``notebooks/``) reports
-``writable: false``, so JupyterLab shows its read-only indicator and offers "Save as" only, and
-saving, renaming, deleting or restoring a checkpoint there is refused with HTTP 403 and a
-message naming the learner's own copy. The check does not rely on file permissions, so it
-holds when the lab runs as root too. ``python -m fp16lab lab`` selects it with
-``--ServerApp.contents_manager_class``; this module imports jupyter_server, so only the server
-loads it.
+:class:`ReferenceContentsManager` is Jupyter Server's file manager with two rules:
+
+- a path outside the writable folders (default: ``work``, relative to the lab's root
+  ``notebooks/``) reports ``writable: false``, so JupyterLab shows its read-only indicator and
+  offers "Save As" only; saving, renaming, deleting or restoring a checkpoint there is refused
+  with HTTP 403 and a message naming the learner's own copy. The rule does not rely on file
+  permissions, so it holds when the lab runs as root too;
+- in the learner's notebooks, a save drops progress-bar outputs whose widget state is not saved
+  with them (closed bars, or any bar when JupyterLab does not save widget state), which would
+  otherwise read "model not found" once reopened.
+
+``python -m fp16lab lab`` selects it with ``--ServerApp.contents_manager_class``; this module
+imports jupyter_server, so only the server loads it.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from typing import Any
 from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
 from tornado import web
 from traitlets import List, Unicode
+
+from fp16lab.course.outputs import drop_orphan_widgets
 
 __all__ = ["ReferenceContentsManager"]
 
@@ -47,8 +54,14 @@ class ReferenceContentsManager(AsyncLargeFileManager):
         return False if self.is_reference(path) else bool(super().is_writable(path))
 
     async def save(self, model: dict[str, Any], path: str = "") -> Any:
+        """Refuse the reference; in the learner's notebooks, drop progress bars whose widget state
+        is not saved with them (they would read "model not found" once reopened)."""
         if self.is_reference(path):
             raise self._refuse(path, "saved")
+        if model.get("type") == "notebook" and isinstance(model.get("content"), dict):
+            dropped = drop_orphan_widgets(model["content"])
+            if dropped:
+                self.log.info("fp16lab: %s: dropped %d widget output(s) without saved state", path.strip("/"), dropped)
         return await super().save(model, path)
 
     async def rename_file(self, old_path: str, new_path: str) -> Any:

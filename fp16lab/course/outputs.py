@@ -31,6 +31,7 @@ __all__ = [
     "NOTE_KEY",
     "code_digest",
     "strip_noise",
+    "drop_orphan_widgets",
     "note_text",
     "reference_note",
     "set_reference_note",
@@ -46,6 +47,7 @@ __all__ = [
 KEY = "fp16lab"
 NOTE_KEY = "fp16lab_note"  # output metadata that marks the reference note
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
 
 def code_digest(nb: Any) -> str:
@@ -72,6 +74,33 @@ def strip_noise(nb: Any) -> Any:
         if cell.get("cell_type") == "code":
             cell.outputs = [o for o in cell.get("outputs", []) if WIDGET_VIEW not in o.get("data", {})]
     return nb
+
+
+def drop_orphan_widgets(nb: Any) -> int:
+    """Remove widget outputs whose widget state is not saved with ``nb``; return how many went.
+
+    A progress bar is a widget: its output only names a model, and the model's state lives in
+    the kernel, or in ``metadata.widgets`` when JupyterLab saves widget state. A bar that was closed
+    (tqdm's ``leave=False``), or any bar when no state is saved, leaves an output that reads
+    "Error displaying widget: model not found" once the notebook is reopened. Its ``text/plain``
+    fallback is the bar's first frame ("0%"), which would mislead, so the whole output goes.
+    Works on notebook nodes and on plain JSON dicts (what the Jupyter server saves).
+    """
+    state = ((nb.get("metadata") or {}).get("widgets") or {}).get(WIDGET_STATE) or {}
+    live = set((state.get("state") or {}).keys())
+    removed = 0
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") != "code":
+            continue
+        keep = []
+        for out in cell.get("outputs", []):
+            view = (out.get("data") or {}).get(WIDGET_VIEW)
+            if view is not None and view.get("model_id") not in live:
+                removed += 1
+                continue
+            keep.append(out)
+        cell["outputs"] = keep
+    return removed
 
 
 def note_text(meta: dict[str, Any], *, copy: bool = False) -> tuple[str, str]:
