@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 __all__ = ["GPTConfig", "GPT", "PRESETS", "preset", "lm_loss", "param_count", "matmul_params",
            "flops_per_token", "kv_cache_bytes"]  # fmt: skip
@@ -200,6 +201,8 @@ class GPT(nn.Module):
     """A decoder-only transformer. ``GPT(cfg)(idx)`` → logits; ``GPT(cfg)(idx, targets)`` → (logits, loss).
 
     Init as GPT-2: normal(0, 0.02), residual projections scaled by ``1/sqrt(2·n_layers)``.
+    Set ``model.checkpointing = True`` to recompute each block in backward (activation
+    checkpointing: less memory, about one more forward pass of compute).
     """
 
     def __init__(self, cfg: GPTConfig) -> None:
@@ -207,6 +210,7 @@ class GPT(nn.Module):
         if not isinstance(cfg, GPTConfig):
             raise ValueError(f"cfg must be a GPTConfig, got {cfg!r}")
         self.cfg = cfg
+        self.checkpointing = False
         self.wte = nn.Embedding(cfg.padded_vocab, cfg.d_model)
         self.wpe = nn.Embedding(cfg.seq_len, cfg.d_model)
         self.drop = nn.Dropout(cfg.dropout)
@@ -250,7 +254,10 @@ class GPT(nn.Module):
             pos, mask = input_pos, self.causal_mask[input_pos].view(1, 1, T, -1)
         x = self.drop(self.wte(idx) + self.wpe(pos))
         for block in self.h:
-            x = block(x, input_pos, mask)
+            if self.checkpointing and self.training and torch.is_grad_enabled():
+                x = checkpoint(block, x, input_pos, mask, use_reentrant=False)
+            else:
+                x = block(x, input_pos, mask)
         logits = self.lm_head(self.ln_f(x))
         if self.cfg.padded_vocab != self.cfg.vocab_size:
             logits = logits[..., : self.cfg.vocab_size]
