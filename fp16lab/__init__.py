@@ -12,6 +12,8 @@ Submodules, by job:
 - ``precision``: fp32 / tf32 / fp16 / bf16 as a validated choice, autocast, TF32 settings
 - ``numerics``: format facts, bit views, ULP spacing, cast statistics
 - ``data``: learnable image data generated locally (nothing is downloaded)
+- ``gpt``, ``lm_data``: a small GPT (KV-cache decoding, FLOPs per token) and a synthetic
+  language with a known entropy floor, for the transformer lessons
 - ``train``: the AMP training step and loop, history, checkpoints with the scaler
 - ``align``: Tensor Core alignment: audit, padding, matmul sweeps
 - ``debug``: dtype trace under autocast, first non-finite layer, peak memory, batch search
@@ -32,7 +34,9 @@ __all__ = [
     "debug",
     "device",
     "env",
+    "gpt",
     "hardware",
+    "lm_data",
     "numerics",
     "outputs",
     "precision",
