@@ -14,6 +14,8 @@ Submodules, by job:
 - ``data``: learnable image data generated locally (nothing is downloaded)
 - ``gpt``, ``lm_data``: a small GPT (KV-cache decoding, FLOPs per token) and a synthetic
   language with a known entropy floor, for the transformer lessons
+- ``lm``, ``optim``: training and measuring that GPT per precision (excess loss, tokens/s,
+  MFU, memory); AdamW for 16-bit weights (Kahan summation or an FP32 master copy)
 - ``train``: the AMP training step and loop, history, checkpoints with the scaler
 - ``align``: Tensor Core alignment: audit, padding, matmul sweeps
 - ``debug``: dtype trace under autocast, first non-finite layer, peak memory, batch search
@@ -36,8 +38,10 @@ __all__ = [
     "env",
     "gpt",
     "hardware",
+    "lm",
     "lm_data",
     "numerics",
+    "optim",
     "outputs",
     "precision",
     "results",

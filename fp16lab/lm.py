@@ -23,20 +23,16 @@ import pandas as pd
 import torch
 from torch import nn
 
+from fp16lab.checks import boolean, instance, non_negative_int, positive_float, positive_int
+from fp16lab.device import model_device, parse_device, synchronize
 from fp16lab.gpt import GPT, flops_per_token, lm_loss
 from fp16lab.lm_data import SyntheticLanguage
-from fp16lab.precision import autocast, parse_device, parse_precision, precision_context
+from fp16lab.precision import autocast, parse_precision, precision_context
 from fp16lab.train import History, fit, make_scaler
 
 __all__ = ["lm_batches", "train_lm", "lm_throughput", "saved_activation_bytes", "state_bytes", "sdpa_kernel_ran"]
 
 Batches = list[tuple[torch.Tensor, torch.Tensor]]
-
-
-def _pos(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    return value
 
 
 def _gpt(model: object) -> GPT:
@@ -46,10 +42,6 @@ def _gpt(model: object) -> GPT:
     return inner
 
 
-def _device(model: nn.Module) -> torch.device:
-    return next(model.parameters()).device
-
-
 def lm_batches(
     lang: SyntheticLanguage, n: int, batch: int, seq_len: int, device: "torch.device | str" = "cpu", seed: int = 0
 ) -> Batches:
@@ -57,11 +49,13 @@ def lm_batches(
 
     Defaults: ``device="cpu"``, ``seed=0`` (the same seed gives the same batches).
     """
-    n, batch = _pos("n", n), _pos("batch", batch)
+    instance("lang", lang, SyntheticLanguage, "a fp16lab.lm_data.SyntheticLanguage")
+    n, batch = positive_int("n", n), positive_int("batch", batch)
+    seq_len, seed = positive_int("seq_len", seq_len), non_negative_int("seed", seed)
     dev = parse_device(device)
     g = torch.Generator(device=dev).manual_seed(seed)
     x, y = lang.batch(n * batch, seq_len, device=dev, generator=g)
-    return list(zip(x.split(batch), y.split(batch)))
+    return list(zip(x.split(batch), y.split(batch), strict=True))
 
 
 def warmup_cosine(steps: int, warmup: int, final: float = 0.1) -> Callable[[int], float]:
@@ -80,7 +74,7 @@ def warmup_cosine(steps: int, warmup: int, final: float = 0.1) -> Callable[[int]
 def _eval_loss(model: nn.Module, data: Batches, precision: str) -> float:
     was = model.training
     model.eval()
-    dev = _device(model)
+    dev = model_device(model)
     total = torch.zeros((), device=dev)
     with autocast(precision, dev):
         for x, y in data:
@@ -109,24 +103,28 @@ def train_lm(
 
     Defaults: ``precision="bf16"`` (autocast; fp32, tf32, fp16 as in ``fit``; a model whose
     weights are already 16-bit runs in its own dtype with ``precision="fp32"``: "bf16-true"),
-    ``optimizer`` AdamW(lr, weight_decay=0, fused on CUDA), ``lr=3e-3`` (its peak: warm-up over
-    ``warmup`` = steps // 10 steps, then cosine down to lr/10), ``eval_batches=4`` held-out
+    ``optimizer`` AdamW(lr, weight_decay=0, fused on CUDA), ``lr=3e-3`` (the peak: warm-up over
+    ``warmup`` = steps // 10 steps, then cosine down to a tenth; a given optimizer's own lr is
+    the peak instead), ``eval_batches=4`` held-out
     batches (seed ``seed + 1``) evaluated every ``eval_every`` (default steps // 10) steps and at
     the end, ``seed=0`` for the training batches. Columns added: ``excess`` (training loss minus
     the floor), ``eval_loss``, ``eval_excess``. The same seed gives the same batches to every run.
     """
     gpt = _gpt(model)
-    steps, batch = _pos("steps", steps), _pos("batch", batch)
+    instance("lang", lang, SyntheticLanguage, "a fp16lab.lm_data.SyntheticLanguage")
+    steps, batch = positive_int("steps", steps), positive_int("batch", batch)
+    positive_float("lr", lr)
+    non_negative_int("seed", seed)
     p = parse_precision(precision).value
-    warmup = max(1, steps // 10) if warmup is None else _pos("warmup", warmup)
-    eval_every = max(1, steps // 10) if eval_every is None else _pos("eval_every", eval_every)
-    dev = _device(model)
+    warmup = max(1, steps // 10) if warmup is None else positive_int("warmup", warmup)
+    eval_every = max(1, steps // 10) if eval_every is None else positive_int("eval_every", eval_every)
+    dev = model_device(model)
     T = gpt.cfg.seq_len
     if optimizer is None:
         optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0, fused=dev.type == "cuda")
     sched = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(steps, warmup))
     data = lm_batches(lang, steps, batch, T, dev, seed)
-    held_out = lm_batches(lang, _pos("eval_batches", eval_batches), batch, T, dev, seed + 1)
+    held_out = lm_batches(lang, positive_int("eval_batches", eval_batches), batch, T, dev, seed + 1)
     floor = lang.entropy_floor
 
     def evaluate(m: nn.Module) -> dict[str, float]:
@@ -140,9 +138,21 @@ def train_lm(
     return hist
 
 
-def _sync(dev: torch.device) -> None:
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
+def _time_steps(step: Callable[[], None], steps: int, dev: torch.device) -> tuple[float, float]:
+    """Seconds for ``steps`` calls of ``step`` (CUDA events on a GPU) and the peak GiB allocated (NaN off CUDA)."""
+    if dev.type != "cuda":
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step()
+        return time.perf_counter() - t0, math.nan
+    torch.cuda.reset_peak_memory_stats(dev)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(steps):
+        step()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3, torch.cuda.max_memory_allocated(dev) / 2**30
 
 
 def lm_throughput(
@@ -168,16 +178,18 @@ def lm_throughput(
     """
     gpt = _gpt(model)
     p = parse_precision(precision)
-    batch, steps, warmup = _pos("batch", batch), _pos("steps", steps), _pos("warmup", warmup)
-    if not isinstance(compile, bool):
-        raise ValueError(f"compile must be True or False, got {compile!r}")
-    dev = _device(model)
+    batch, steps, warmup = positive_int("batch", batch), positive_int("steps", steps), positive_int("warmup", warmup)
+    boolean("compile", compile)
+    if peak_tflops is not None:
+        positive_float("peak_tflops", peak_tflops)
+    dev = model_device(model)
     T = gpt.cfg.seq_len
     g = torch.Generator(device=dev).manual_seed(0)
     x = torch.randint(0, gpt.cfg.vocab_size, (batch, T), device=dev, generator=g)
     y = torch.randint(0, gpt.cfg.vocab_size, (batch, T), device=dev, generator=g)
     opt = optimizer or torch.optim.AdamW(model.parameters(), lr=1e-4, fused=dev.type == "cuda")
     scaler = make_scaler(p, dev)
+
     def loss_of(inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return lm_loss(model(inputs), targets)
 
@@ -195,26 +207,12 @@ def lm_throughput(
     with precision_context(p):
         t0 = time.perf_counter()
         step()
-        _sync(dev)
+        synchronize(dev)
         first_s = time.perf_counter() - t0
         for _ in range(warmup - 1):
             step()
-        _sync(dev)
-        if dev.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(dev)
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(steps):
-                step()
-            end.record()
-            end.synchronize()
-            seconds = start.elapsed_time(end) / 1e3
-            peak = torch.cuda.max_memory_allocated(dev) / 2**30
-        else:
-            t0 = time.perf_counter()
-            for _ in range(steps):
-                step()
-            seconds, peak = time.perf_counter() - t0, math.nan
+        synchronize(dev)
+        seconds, peak = _time_steps(step, steps, dev)
     tokens_per_s = steps * batch * T / seconds
     tflops = flops_per_token(gpt.cfg) * tokens_per_s / 1e12
     return {
@@ -234,7 +232,7 @@ def saved_activation_bytes(model: nn.Module, inputs: torch.Tensor, targets: torc
     the weights are included. Default ``precision="fp32"``. Runs one backward to free the graph.
     """
     p = parse_precision(precision)
-    dev = _device(model)
+    dev = model_device(model)
     params = {q.untyped_storage().data_ptr() for q in model.parameters()}
     seen: dict[int, int] = {}
 

@@ -18,10 +18,11 @@ left the stored weight unchanged in the last step.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
 import torch
+
+from fp16lab.checks import one_of, positive_float
 
 __all__ = ["AdamW16", "UPDATES"]
 
@@ -43,11 +44,9 @@ class AdamW16(torch.optim.Optimizer):
         weight_decay: float = 0.0,
         update: str = "kahan",
     ) -> None:
-        if update not in UPDATES:
-            raise ValueError(f"update must be one of {', '.join(map(repr, UPDATES))}, got {update!r}")
+        one_of("update", update, UPDATES)
         for name, v in (("lr", lr), ("eps", eps), ("weight_decay", weight_decay)):
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-                raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+            positive_float(name, v, allow_zero=True)
         if not (isinstance(betas, tuple) and len(betas) == 2 and all(0.0 <= b < 1.0 for b in betas)):
             raise ValueError(f"betas must be a pair of numbers in [0, 1), got {betas!r}")
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))

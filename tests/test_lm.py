@@ -97,7 +97,7 @@ def test_kahan_tracks_an_fp32_trajectory_better_than_rounding() -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
-    [({"update": "stochastic"}, "update must be one of 'nearest', 'kahan', 'master', got 'stochastic'"),
+    [({"update": "stochastic"}, "update must be one of 'nearest', 'kahan', 'master'; got 'stochastic'"),
      ({"lr": -1.0}, "lr must be a finite number >= 0, got -1.0"), ({"lr": True}, "lr must be"),
      ({"betas": (0.9, 1.0)}, "betas must be a pair")],
 )
@@ -174,7 +174,7 @@ def test_lm_batches_are_deterministic() -> None:
     a = lm_batches(LANG, 3, 4, 16, seed=5)
     b = lm_batches(LANG, 3, 4, 16, seed=5)
     assert len(a) == 3 and a[0][0].shape == (4, 16)
-    assert all(torch.equal(p[0], q[0]) and torch.equal(p[1], q[1]) for p, q in zip(a, b))
+    assert all(torch.equal(p[0], q[0]) and torch.equal(p[1], q[1]) for p, q in zip(a, b, strict=True))
     assert not torch.equal(a[0][0], lm_batches(LANG, 3, 4, 16, seed=6)[0][0])
 
 
