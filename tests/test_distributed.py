@@ -112,7 +112,7 @@ def test_lesson_world_is_two_gloo_processes_in_quick_mode(monkeypatch):
 
 
 def test_task_source_shows_what_the_ranks_run():
-    assert "def _task_ddp_vs_single" in fd.task_source(fd.ddp_vs_single)
+    assert "def task_ddp_vs_single" in fd.task_source(fd.ddp_vs_single)
     assert "no_sync" in fd.task_source(fd.accumulation)
     with pytest.raises(ValueError, match="experiment must be one of"):
         fd.task_source(whoami)
@@ -123,8 +123,10 @@ def test_model_numel_counts_the_mlp():
 
 
 def test_bench_refuses_a_missing_folder(tmp_path):
-    with pytest.raises(SystemExit, match="--out must be an existing folder"):
-        fd.main(["bench", "--out", str(tmp_path / "absent")])
+    from fp16lab.distributed.cli import main
+
+    with pytest.raises(SystemExit, match="out must be an existing folder"):
+        main(["bench", "--out", str(tmp_path / "absent")])
 
 
 # ----------------------------------------------------------------------- real processes
@@ -196,7 +198,7 @@ def test_fsdp2_runs_on_gloo_and_shards_the_state(workers):
 def test_a_failing_worker_ends_the_launch_with_its_rank_and_traceback():
     before = _ranks_alive()
     t0 = time.perf_counter()
-    with pytest.raises(WorkerError, match=r"rank 1 failed in task 'fp16lab.distributed.fail_on_rank'") as info:
+    with pytest.raises(WorkerError, match=r"rank 1 failed in task 'fp16lab.distributed.tasks.fail_on_rank'") as info:
         launch(fail_on_rank, rank=1, timeout=60, preload=())
     assert info.value.rank == 1 and "rank 1 was told to fail" in info.value.details
     assert not isinstance(info.value, WorkerTimeout)
