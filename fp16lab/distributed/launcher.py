@@ -346,8 +346,12 @@ class Workers:
             return self
         if self._closed:
             raise RuntimeError("these Workers are stopped; start new ones")
-        pids = self._collect("start", "start-up (spawn, import torch, join the process group)", self.timeout,
-                             deadline=self._started + self.timeout)
+        try:
+            pids = self._collect("start", "start-up (spawn, import torch, join the process group)", self.timeout,
+                                 deadline=self._started + self.timeout)
+        except KeyboardInterrupt:
+            self._abort()
+            raise
         self.pids = [int(p) for p in pids]
         self.start_seconds = time.perf_counter() - self._t0
         return self
@@ -401,7 +405,11 @@ class Workers:
         task_id = next(self._ids)
         for q in self._inboxes:
             q.put((task_id, fn, kwargs))
-        return self._collect(task_id, f"task {_task_name(fn)!r}", limit)
+        try:
+            return self._collect(task_id, f"task {_task_name(fn)!r}", limit)
+        except KeyboardInterrupt:  # interrupted kernel: the ranks may be mid-collective; stop them all
+            self._abort()
+            raise
 
     def _collect(self, task_id: object, what: str, limit: float, deadline: float | None = None) -> list[Any]:
         n = self.world.world_size
