@@ -20,6 +20,8 @@ Submodules, by job:
 - ``align``: Tensor Core alignment: audit, padding, matmul sweeps
 - ``debug``: dtype trace under autocast, first non-finite layer, peak memory, batch search
 - ``bench``: training/inference throughput and peak memory, honestly timed
+- ``distributed``: several processes (gloo on CPUs, NCCL on GPUs): launching ranks with hard
+  timeouts, DDP + AMP, 16-bit gradient hooks, FSDP2 mixed-precision policies
 - ``timing``, ``results``: timing helpers; result files with their metadata
 - ``outputs``, ``workshop``: notebook outputs policy; student copies for workshops
 """
@@ -35,6 +37,7 @@ __all__ = [
     "data",
     "debug",
     "device",
+    "distributed",
     "env",
     "gpt",
     "hardware",
