@@ -2,7 +2,7 @@
 
 Learners: ``doctor`` (is this machine ready?), ``lab`` (JupyterLab on your own copies of the
 lessons), ``workspace`` (make or reset those copies), ``bench`` (the article's ResNet50 table
-on your GPU). Authors and instructors: ``outputs`` (run and stamp lessons), ``workshop``
+on your GPU), ``distributed`` (lesson 10's experiments on several GPUs). Authors and instructors: ``outputs`` (run and stamp lessons), ``workshop``
 (student copies, agenda, proofs of the exercises). ``python -m fp16lab COMMAND --help`` for each.
 """
 
@@ -39,6 +39,12 @@ def _add_bench(sub: SubParsers[argparse.ArgumentParser]) -> None:
     add_bench_parser(sub)
 
 
+def _add_distributed(sub: SubParsers[argparse.ArgumentParser]) -> None:
+    from fp16lab.distributed.cli import add_distributed_parser
+
+    add_distributed_parser(sub)
+
+
 def _add_course(module: str) -> Callable[[SubParsers[argparse.ArgumentParser]], None]:
     def add(sub: SubParsers[argparse.ArgumentParser]) -> None:
         import importlib
@@ -54,6 +60,7 @@ SUBCOMMANDS: list[tuple[str, Callable[[SubParsers[argparse.ArgumentParser]], Non
     ("lab", _add_course("lab")),
     ("workspace", _add_course("workspace")),
     ("bench", _add_bench),
+    ("distributed", _add_distributed),
     ("outputs", _add_course("outputs")),
     ("workshop", _add_course("workshop")),
 ]

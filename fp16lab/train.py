@@ -40,11 +40,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fp16lab.device import parse_device
 from fp16lab.precision import (
     Precision,
     autocast,
     check_precision_supported,
-    parse_device,
     parse_precision,
     precision_context,
 )
