@@ -9,6 +9,7 @@ later cells see a correct answer.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,39 @@ def _traceback(err: dict[str, Any]) -> str:
     return _ANSI.sub("", "\n".join(err.get("traceback", [])))
 
 
+def _prove(ex: Exercise, err: dict[str, Any] | None, run: Callable[[str, int], Any], i: int, where: str,
+           lesson_name: str) -> ExerciseCheck:
+    """Prove one exercise whose check just ran on the prompt's ``None`` and gave ``err``.
+
+    The check must have raised AssertionError; with an empty answer of the solution's type it must
+    fail too; with the lesson's solution (which stays in the kernel for later cells) it must pass.
+    ``run(source, index)`` executes a cell in the kernel and returns it with its outputs.
+    """
+    if err is None or err.get("ename") != "AssertionError":
+        got = "it passed" if err is None else f"it raised {_describe(err)}"
+        raise AssertionError(f"{where}: the check must raise AssertionError on None, but {got}. Start it "
+                             f"with e.g. `assert {ex.names[0]} is not None, '...'`. Check cell:\n{ex.check}")
+    sol_err = _error(run(ex.solution, ex.solution_index))
+    if sol_err:
+        raise AssertionError(f"{where}: the solution from {lesson_name} failed:\n{ex.solution}\n"
+                             f"{_traceback(sol_err)}")
+    probe = run(_EMPTY_SNIPPET.format(names=list(ex.names)), i)
+    emptied = "".join(o.get("text", "") for o in probe.outputs if o.get("output_type") == "stream")
+    empty_err: str | None = None
+    if "emptied: []" not in emptied:
+        e = _error(run(ex.check, i))
+        if e is None:
+            raise AssertionError(f"{where}: the check accepts an empty answer ({emptied.strip()}). "
+                                 f"Check cell:\n{ex.check}")
+        empty_err = _describe(e)
+        run("globals().update(_fp16lab_saved)", i)
+    ok_err = _error(run(ex.check, i))
+    if ok_err:
+        raise AssertionError(f"{where}: the check rejects the lesson's own solution:\n{ex.solution}\n"
+                             f"{_traceback(ok_err)}")
+    return ExerciseCheck(ex.number, ex.names, _describe(err), empty_err, True)
+
+
 def verify_student_copy(
     student: "str | Path", lesson: "str | Path", *, timeout: int = 600
 ) -> list[ExerciseCheck]:
@@ -105,10 +139,10 @@ def verify_student_copy(
     results: list[ExerciseCheck] = []
     current: Exercise | None = None
 
-    def run(src: str, index: int) -> dict[str, Any] | None:
+    def run(src: str, index: int) -> Any:
         cell = nbformat.v4.new_code_cell(src)
         client.execute_cell(cell, index)
-        return _error(cell)
+        return cell
 
     with client.setup_kernel():
         for i, cell in enumerate(nb.cells):
@@ -123,34 +157,9 @@ def verify_student_copy(
                                          f"{cell_source(cell)}\n{_traceback(err)}")
                 continue
             if CHECK_TAG in cell_tags(cell) and current is not None:
-                ex, current = current, None
-                where = f"{spath.name}, exercise {ex.number} (answer {', '.join(ex.names)})"
-                if err is None or err.get("ename") != "AssertionError":
-                    got = "it passed" if err is None else f"it raised {_describe(err)}"
-                    raise AssertionError(f"{where}: the check must raise AssertionError on None, but "
-                                         f"{got}. Start it with e.g. `assert {ex.names[0]} is not None, "
-                                         f"'...'`. Check cell:\n{ex.check}")
-                none_err = _describe(err)
-                sol_err = run(ex.solution, ex.solution_index)
-                if sol_err:
-                    raise AssertionError(f"{where}: the solution from {lpath.name} failed:\n"
-                                         f"{ex.solution}\n{_traceback(sol_err)}")
-                probe = nbformat.v4.new_code_cell(_EMPTY_SNIPPET.format(names=list(ex.names)))
-                client.execute_cell(probe, i)
-                emptied = "".join(o.get("text", "") for o in probe.outputs if o.get("output_type") == "stream")
-                empty_err: str | None = None
-                if "emptied: []" not in emptied:
-                    e = run(ex.check, i)
-                    if e is None:
-                        raise AssertionError(f"{where}: the check accepts an empty answer ({emptied.strip()}). "
-                                             f"Check cell:\n{ex.check}")
-                    empty_err = _describe(e)
-                    run("globals().update(_fp16lab_saved)", i)
-                ok_err = run(ex.check, i)
-                if ok_err:
-                    raise AssertionError(f"{where}: the check rejects the lesson's own solution:\n"
-                                         f"{ex.solution}\n{_traceback(ok_err)}")
-                results.append(ExerciseCheck(ex.number, ex.names, none_err, empty_err, True))
+                where = f"{spath.name}, exercise {current.number} (answer {', '.join(current.names)})"
+                results.append(_prove(current, err, run, i, where, lpath.name))
+                current = None
                 continue
             if err and not _expects_error(cell):
                 raise AssertionError(f"{spath.name}: cell {i} failed:\n{cell_source(cell)}\n{_traceback(err)}")
