@@ -6,7 +6,7 @@ BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.fp16lab-installed
 PORT   ?= 8888
 
-.PHONY: setup browser lab test doctor lint clean
+.PHONY: setup browser lab test check types doctor lint clean
 
 setup: $(STAMP)
 
@@ -31,14 +31,22 @@ browser:
 	  || { echo "chromium could not be installed: tests/test_browser.py will be skipped (an error when CI is set)"; [ -z "$$CI" ] || exit 1; }; \
 	else echo "note: no chromium here, so tests/test_browser.py will be skipped (notebooks/README.md)"; fi
 
-test: setup browser
+# The whole gate (CI runs this): lint, types, unit tests and every notebook.
+test: setup browser lint types
 	$(BIN)/python -m pytest
+
+# The fast lane for day-to-day work: lint, types and the unit tests, no notebooks.
+check: setup lint types
+	$(BIN)/python -m pytest tests
 
 doctor: setup
 	$(BIN)/python -m fp16lab doctor
 
 lint: setup
 	$(BIN)/ruff check fp16lab tests
+
+types: setup
+	$(BIN)/python -m mypy
 
 clean:
 	rm -rf $(VENV)

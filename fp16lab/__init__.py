@@ -4,11 +4,16 @@ Import what you need from the submodule that owns it, e.g.
 ``from fp16lab.env import report`` or ``from fp16lab.train import fit``.
 Submodules, by job:
 
-- ``env``: environment report, device choice, chip features, peak TFLOP/s table
-- ``config``: quick mode (the one switch for problem sizes)
-- ``precision``: fp32 / tf32 / fp16 / bf16 as a validated choice, autocast, TF32 flags
+- ``device``: the bottom layer: parse/choose a device, synchronise, free memory, OOM types
+- ``hardware``: the one seam for GPU facts: capability, memory, peaks, hardware profiles
+- ``checks``: argument validators shared by every public entry point
+- ``env``: the environment report (``python -m fp16lab doctor``) and measurement metadata
+- ``config``: quick mode (the one switch for problem sizes), live-or-reference
+- ``precision``: fp32 / tf32 / fp16 / bf16 as a validated choice, autocast, TF32 settings
 - ``numerics``: format facts, bit views, ULP spacing, cast statistics
 - ``data``: learnable image data generated locally (nothing is downloaded)
+- ``gpt``, ``lm_data``: a small GPT (KV-cache decoding, FLOPs per token) and a synthetic
+  language with a known entropy floor, for the transformer lessons
 - ``train``: the AMP training step and loop, history, checkpoints with the scaler
 - ``align``: Tensor Core alignment: audit, padding, matmul sweeps
 - ``debug``: dtype trace under autocast, first non-finite layer, peak memory, batch search
@@ -23,10 +28,15 @@ __all__ = [
     "__version__",
     "align",
     "bench",
+    "checks",
     "config",
     "data",
     "debug",
+    "device",
     "env",
+    "gpt",
+    "hardware",
+    "lm_data",
     "numerics",
     "outputs",
     "precision",

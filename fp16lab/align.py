@@ -142,11 +142,12 @@ def matmul_sweep(
     ``min_run_time=0.1`` s per point, ``seed=0``, a tqdm progress bar. Columns: m, n, k,
     precision, seconds, iqr_s, tflops, aligned (all of m, n, k multiples of the
     precision's Tensor Core alignment; NA for fp32), peak_tflops and pct_of_peak (NaN when
-    the chip is not in :data:`fp16lab.env.PEAK_TFLOPS` or not a CUDA GPU), device.
+    the chip is not in :data:`fp16lab.hardware.PEAK_TFLOPS` or not a CUDA GPU), device.
     """
     from tqdm.auto import tqdm
 
-    from fp16lab.env import choose_device, peak_for
+    from fp16lab.device import choose_device
+    from fp16lab.hardware import gpu_facts
 
     shape_list = [_as_shape(s) for s in shapes]
     if not shape_list:
@@ -159,9 +160,9 @@ def matmul_sweep(
     if min_run_time <= 0:
         raise ValueError(f"min_run_time must be > 0, got {min_run_time!r}")
     dev = choose_device(device)
-    if dev.type == "cuda":
-        name = torch.cuda.get_device_name(dev)
-        peak = peak_for(name)
+    facts = gpu_facts(dev) if dev.type == "cuda" else None
+    if facts is not None:
+        name, peak = facts.label, facts.peak
     else:
         name, peak = dev.type.upper(), None
     with warnings.catch_warnings():
@@ -469,7 +470,7 @@ class PaddedLinear(nn.Module):
         return self.inner.out_features
 
     @property
-    def weight(self) -> nn.Parameter:
+    def weight(self) -> torch.Tensor:
         """The padded weight (``padded_features`` × ``in_features``)."""
         return self.inner.weight
 
@@ -602,12 +603,12 @@ def pad_layers(model: nn.Module, names: "str | Sequence[str]", multiple: int = 8
         if key in new_weight:  # tied: re-share the padded weight
             if new.weight.shape != new_weight[key].shape:
                 raise ValueError(f"tied layers {holders[key]} pad to different shapes; cannot re-tie")
-            if isinstance(new, PaddedLinear):
-                new.inner.weight = new_weight[key]
-            else:
-                new.weight = new_weight[key]
+            target = new.inner if isinstance(new, PaddedLinear) else new
+            target.weight = new_weight[key]
         else:
-            new_weight[key] = new.weight
+            w = new.weight
+            assert isinstance(w, nn.Parameter)
+            new_weight[key] = w
         _set_submodule(model, n, new)
     return model
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import gc
 import math
 import os
 import statistics
@@ -37,7 +36,8 @@ import pandas as pd
 import torch
 
 from fp16lab.config import is_quick, pick
-from fp16lab.precision import Precision, autocast, parse_device, parse_precision
+from fp16lab.device import OOM_ERRORS, free_memory, parse_device, synchronize
+from fp16lab.precision import Precision, autocast, parse_precision, tf32_state
 from fp16lab.results import load_results, output_path, save_results
 
 __all__ = [
@@ -104,7 +104,9 @@ class BenchConfig:
         return f"Adam(lr={_ADAM_LR:g}, fused=True)" if self.fused_adam else _OPTIMIZER
 
     def make_optimizer(self, params: Any) -> torch.optim.Optimizer:
-        return torch.optim.Adam(params, lr=_ADAM_LR, **({"fused": True} if self.fused_adam else {}))
+        if self.fused_adam:
+            return torch.optim.Adam(params, lr=_ADAM_LR, fused=True)
+        return torch.optim.Adam(params, lr=_ADAM_LR)
 
 
 _P = Precision
@@ -182,8 +184,6 @@ ARTICLE_CLAIM: dict[str, Any] = {
 
 _ADAM_LR = 0.001
 _OPTIMIZER = f"Adam(lr={_ADAM_LR:g})"  # every configuration's optimizer unless it says fused
-# torch.OutOfMemoryError (torch >= 2.4 names it at top level; torch.cuda's is the same class)
-_OOM: type[BaseException] = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
 
 
 # ---------------------------------------------------------------- validation
@@ -381,22 +381,15 @@ class _Repeat:
 
 @contextlib.contextmanager
 def _backend_flags(tf32_matmul: bool, tf32_cudnn: bool, cudnn_benchmark: bool) -> Iterator[None]:
-    old = (
-        torch.backends.cuda.matmul.allow_tf32,
-        torch.backends.cudnn.allow_tf32,
-        torch.backends.cudnn.benchmark,
-    )
-    torch.backends.cuda.matmul.allow_tf32 = tf32_matmul
-    torch.backends.cudnn.allow_tf32 = tf32_cudnn
+    from fp16lab.precision import tf32_flags
+
+    old = torch.backends.cudnn.benchmark
     torch.backends.cudnn.benchmark = cudnn_benchmark
     try:
-        yield
+        with tf32_flags(tf32_matmul, cudnn=tf32_cudnn):
+            yield
     finally:
-        (
-            torch.backends.cuda.matmul.allow_tf32,
-            torch.backends.cudnn.allow_tf32,
-            torch.backends.cudnn.benchmark,
-        ) = old
+        torch.backends.cudnn.benchmark = old
 
 
 @contextlib.contextmanager
@@ -409,13 +402,6 @@ def _cpu_threads(n: int | None) -> Iterator[None]:
     finally:
         if n is not None:
             torch.set_num_threads(old)
-
-
-def _sync(dev: torch.device) -> None:
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
-    elif dev.type == "mps":
-        torch.mps.synchronize()
 
 
 def _time_windows(run_window: Callable[[], None], dev: torch.device, windows: int) -> list[float]:
@@ -433,18 +419,12 @@ def _time_windows(run_window: Callable[[], None], dev: torch.device, windows: in
         return [s.elapsed_time(e) / 1e3 for s, e in pairs]
     out = []
     for _ in range(windows):
-        _sync(dev)
+        synchronize(dev)
         t0 = time.perf_counter()
         run_window()
-        _sync(dev)
+        synchronize(dev)
         out.append(time.perf_counter() - t0)
     return out
-
-
-def _free(dev: torch.device) -> None:
-    gc.collect()
-    if dev.type == "cuda":
-        torch.cuda.empty_cache()
 
 
 def bench_one(
@@ -460,11 +440,11 @@ def bench_one(
 
     Defaults: ``model='resnet50'`` (torchvision, weights=None: nothing is downloaded),
     ``config='fp16_cl'``, ``batch_size=256``, ``settings=default_settings()``,
-    ``device`` from :func:`fp16lab.env.choose_device`, ``task='train'`` (Adam step) or
+    ``device`` from :func:`fp16lab.device.choose_device`, ``task='train'`` (Adam step) or
     ``'infer'`` (eval + inference_mode, forward only). Raises ``torch.OutOfMemoryError`` on OOM (the
     caller :func:`run_benchmark` turns that into an "OOM" row). Returns one result row.
     """
-    from fp16lab.env import choose_device
+    from fp16lab.device import choose_device
 
     validate_model(model)
     dev = choose_device(device)
@@ -480,7 +460,7 @@ def bench_one(
         check_precision_supported(p, dev)
     row: dict[str, Any] = _row_settings(model, cfg, batch_size, s, task, dev)
     caught: list[str] = []
-    _free(dev)
+    free_memory(dev)
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
         row["baseline_gb"] = torch.cuda.memory_allocated(dev) / 1e9  # left over from before: should be ~0
@@ -490,15 +470,15 @@ def bench_one(
         warnings.catch_warnings(record=True) as w,
     ):
         warnings.simplefilter("always")
-        row["tf32_matmul"] = torch.backends.cuda.matmul.allow_tf32  # as used
-        row["tf32_cudnn"] = torch.backends.cudnn.allow_tf32
+        row["tf32_matmul"] = tf32_state()["matmul"] == "tf32"  # as used
+        row["tf32_cudnn"] = tf32_state()["cudnn_conv"] == "tf32"
         row["cudnn_benchmark"] = torch.backends.cudnn.benchmark
         row["cpu_threads"] = torch.get_num_threads()
         t0 = time.perf_counter()
         window, step_count = _build(model, cfg, batch_size, s, task, dev)
         for _ in range(s.warmup):
             window(1)
-        _sync(dev)
+        synchronize(dev)
         row["warmup_s"] = time.perf_counter() - t0
         secs = _time_windows(functools.partial(window, s.steps), dev, s.windows)
         caught = sorted({f"{x.category.__name__}: {x.message}" for x in w})
@@ -522,7 +502,7 @@ def bench_one(
     if dev.type == "cuda":
         row["peak_mem_gb"] = torch.cuda.max_memory_allocated(dev) / 1e9
         row["peak_reserved_gb"] = torch.cuda.max_memory_reserved(dev) / 1e9
-    _free(dev)
+    free_memory(dev)
     return row
 
 
@@ -588,24 +568,24 @@ def _build(
     if task == "infer":
         net.eval()
 
-        def window(n: int) -> None:
+        def infer_window(n: int) -> None:
             with torch.inference_mode(), autocast(cfg.precision, dev):
                 for _ in range(n):
                     fwd(x)
             count[0] += n
 
-        return window, lambda: count[0]
+        return infer_window, lambda: count[0]
 
     net.train()
     optimizer = cfg.make_optimizer(net.parameters())
     if cfg.loop == "article":
         scaler = article_scaler()
 
-        def window(n: int) -> None:
+        def article_window(n: int) -> None:
             article_loop(fwd, optimizer, scaler, criterion, _Repeat(x, y, n))  # type: ignore[arg-type]
             count[0] += n
 
-        return window, lambda: count[0]
+        return article_window, lambda: count[0]
 
     step = _fp16lab_step(fwd, optimizer, criterion, cfg.precision, dev)
 
@@ -730,7 +710,8 @@ def run_benchmark(
     returns them with ``interrupted=True``. ``metadata`` is merged into the
     stored metadata (e.g. the command line). ``measure`` replaces :func:`bench_one` (tests).
     """
-    from fp16lab.env import choose_device, run_metadata
+    from fp16lab.device import choose_device
+    from fp16lab.env import run_metadata
 
     validate_model(model)
     dev = choose_device(device)
@@ -797,7 +778,7 @@ def run_benchmark(
             bar.set_postfix_str(f"{cfg.name} b={b}")
             try:
                 row = measure(model, cfg, b, settings=s, device=dev, task=task)
-            except _OOM:
+            except OOM_ERRORS:
                 row = _row_settings(model, cfg, b, s, task, dev)
                 row["status"] = "OOM"
             except Exception as e:  # reported in the table (status 'error'); the other runs go on
@@ -806,14 +787,14 @@ def run_benchmark(
                 row.update(status="error", error=f"{type(e).__name__}: {first}")
                 print(f"bench: {cfg.name} at batch {b} failed: {row['error']}", file=sys.stderr)
             if row["status"] != "ok":
-                _free(dev)  # the exception and its frames are gone here: memory can be returned
+                free_memory(dev)  # the exception and its frames are gone here: memory can be returned
             row["part"] = part
             rows.append(row)
             flush()
     except KeyboardInterrupt:
         result.interrupted = True
         flush()
-        _free(dev)
+        free_memory(dev)
         where = f"; {len(rows)} rows saved to {out}" if out is not None else ""
         print(f"interrupted (Ctrl-C) after {len(rows)} of {len(plan)} runs{where}", file=sys.stderr)
     finally:
@@ -943,11 +924,11 @@ def add_flop_utilisation(frame: pd.DataFrame, gpu_name: str, flops_per_image: fl
     fp32 with TF32 convolutions (fp32_default, tf32) → the TF32 peak; true FP32 → FP32.
     ``flops_per_image`` is per image per step (``model_flops(...)['train']`` for training).
     """
-    from fp16lab.env import peak_for
+    from fp16lab.hardware import peak_for
 
     peak = peak_for(gpu_name)
     if peak is None:
-        raise ValueError(f"{gpu_name!r} is not in fp16lab.env.PEAK_TFLOPS; add its datasheet peaks first")
+        raise ValueError(f"{gpu_name!r} is not in fp16lab.hardware.PEAK_TFLOPS; add its datasheet peaks first")
     out = frame.copy()
 
     def peak_of(r: pd.Series) -> float:
@@ -1045,7 +1026,7 @@ def readme_section(results: "str | os.PathLike[str]", png: "str | os.PathLike[st
 
 
 def _bench_cli(args: argparse.Namespace) -> int:
-    from fp16lab.env import choose_device
+    from fp16lab.device import choose_device
 
     if args.readme_from:
         try:

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from fp16lab._device_shim import model_device, resolve_device
+from fp16lab.device import model_device, resolve_device
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -93,7 +93,7 @@ def _check_plain(value: object, where: str) -> None:
     """Refuse what ``torch.load(weights_only=True)`` would refuse to read back."""
     if value is None or type(value) in (bool, int, float, str, bytes) or isinstance(value, torch.Tensor):
         return  # exact types: numpy.float64 is a float subclass that weights_only refuses
-    if type(value) in (list, tuple):
+    if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
         for i, v in enumerate(value):
             _check_plain(v, f"{where}[{i}]")
         return

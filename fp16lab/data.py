@@ -12,6 +12,7 @@ code serves a 32×32 quick-mode run on a laptop CPU and ResNet-sized inputs on a
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, Dataset
@@ -193,7 +194,7 @@ def make_loaders(
     if batch_size > n_train:
         raise ValueError(f"batch_size={batch_size!r} exceeds n_train={n_train!r}: no full batch")
     gen = torch.Generator().manual_seed(seed)
-    common = dict(num_workers=num_workers, pin_memory=pin_memory, persistent_workers=num_workers > 0)
+    common: dict[str, Any] = dict(num_workers=num_workers, pin_memory=pin_memory, persistent_workers=num_workers > 0)
     train_loader = DataLoader(train, batch_size=batch_size, shuffle=True, drop_last=True, generator=gen, **common)
     val_loader = DataLoader(val, batch_size=batch_size, shuffle=False, **common)
     return train_loader, val_loader

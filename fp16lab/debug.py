@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import contextlib
-import gc
 import html
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -23,11 +22,11 @@ import pandas as pd
 import torch
 from torch import nn
 
+from fp16lab.device import OOM_ERRORS, free_memory, model_device, parse_device
 from fp16lab.precision import (
     Precision,
     autocast,
     check_precision_supported,
-    parse_device,
     parse_precision,
     precision_context,
 )
@@ -42,17 +41,11 @@ __all__ = [
     "memory_sweep",
     "max_batch_size",
     "BatchSearch",
-    "OOM_ERRORS",
     "FP16_MAX",
 ]
 
 FP16_MAX = float(torch.finfo(torch.float16).max)  # 65504
 
-# What "out of memory" looks like: CUDA's error (torch.OutOfMemoryError on newer torch is
-# the same class) and Python's own MemoryError.
-OOM_ERRORS: tuple[type[BaseException], ...] = tuple(
-    {torch.cuda.OutOfMemoryError, getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError), MemoryError}
-)
 
 
 # ---------------------------------------------------------------------------- validation
@@ -103,14 +96,8 @@ def _check_batch(example: object, what: str = "example_input") -> None:
             raise ValueError(f"{what} is empty (a tensor of shape {tuple(t.shape)}); pass at least one sample")
 
 
-def _model_device(model: nn.Module) -> torch.device:
-    for t in list(model.parameters()) + list(model.buffers()):
-        return t.device
-    return torch.device("cpu")
-
-
 def _resolve_device(model: nn.Module, device: "torch.device | str | None") -> torch.device:
-    here = _model_device(model)
+    here = model_device(model, default=torch.device("cpu"))
     if device is None:
         return here
     dev = parse_device(device)
@@ -386,13 +373,6 @@ def _batch_size(x: Any) -> int:
     return int(t.shape[0]) if t.dim() else 1
 
 
-def _free(device: torch.device) -> None:
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        torch.cuda.empty_cache()
-
-
 @contextlib.contextmanager
 def _restored(model: nn.Module, restore: bool) -> Iterator[None]:
     """Put the model's weights, buffers and modes back after the block (when ``restore``)."""
@@ -527,7 +507,7 @@ def step_peak_memory(
                         "scale; find the overflow with fp16lab.debug.first_nonfinite"
                     )
             opt.zero_grad(set_to_none=True)
-            _free(dev)
+            free_memory(dev)
             before = torch.cuda.memory_allocated(dev)
             torch.cuda.reset_peak_memory_stats(dev)
             step(opt, scaler)
@@ -536,7 +516,7 @@ def step_peak_memory(
             peak_reserved = torch.cuda.max_memory_reserved(dev)
         finally:
             del opt, scaler
-            _free(dev)
+            free_memory(dev)
     return StepMemory(p.value, _batch_size(x), before, peak, peak_reserved, str(dev))
 
 
@@ -577,7 +557,7 @@ def memory_sweep(
             except OOM_ERRORS as e:  # noqa: PERF203 - one try per point is the point
                 err = _oom_message(e)
             if err is not None:
-                _free(dev)
+                free_memory(dev)
                 row = {"precision": p.value, "batch_size": n}
             row["oom"] = err is not None
             rows.append(row)
@@ -658,7 +638,7 @@ def max_batch_size(
     def run_one(n: int) -> float | None:
         # Everything a trial allocates lives in this frame, so an exception frees it all.
         if dev.type == "cuda":
-            _free(dev)
+            free_memory(dev)
             torch.cuda.reset_peak_memory_stats(dev)
         x, y = _split_batch(make_batch(n))
         _check_batch(x, f"make_batch({n}) inputs")
@@ -680,7 +660,7 @@ def max_batch_size(
             err = _oom_message(e)  # keep only the text: the traceback holds the trial's tensors
         for prm in model.parameters():
             prm.grad = None
-        _free(dev)
+        free_memory(dev)
         trials.append({"batch_size": n, "ok": err is None, "peak_mib": peak, "error": err or ""})
         return err is None
 

@@ -1,4 +1,7 @@
-"""Environment report, device choice, chip capabilities and a table of peak throughput."""
+"""The environment report (``python -m fp16lab doctor``) and the metadata stored with every measurement.
+
+Device choice lives in :mod:`fp16lab.device`; GPU facts, peaks and profiles in :mod:`fp16lab.hardware`.
+"""
 
 from __future__ import annotations
 
@@ -14,26 +17,26 @@ from typing import Any
 
 import torch
 
-from fp16lab.precision import parse_device
+from fp16lab.checks import non_negative_int
+from fp16lab.device import choose_device, mps_available, parse_device
+from fp16lab.hardware import PROFILE_ENV, active_profile, chip_features, gpu_facts
+from fp16lab.precision import tf32_state
 
 __all__ = [
     "Status",
     "Check",
     "Report",
-    "GPUInfo",
-    "Peak",
-    "PEAK_TFLOPS",
-    "choose_device",
-    "cuda_capability",
-    "gpu_info",
-    "chip_features",
-    "peak_for",
+    "MIN_PYTHON",
+    "MIN_TORCH",
     "run_metadata",
     "report",
+    "capability_checks",
 ]
 
 MIN_PYTHON = (3, 10)
-MIN_TORCH = (2, 4)
+# The lessons use torch.nn.utils.get_total_norm (2.6), allow_fp16_accumulation (2.7), FSDP2's
+# public fully_shard (2.6) and the fp32_precision TF32 settings (2.9): 2.9 is the floor.
+MIN_TORCH = (2, 9)
 
 
 class Status(str, Enum):
@@ -108,145 +111,15 @@ class Report:
                 f'<td style="text-align:left">{html.escape(c.name)}</td>'
                 f'<td style="text-align:left">{html.escape(c.value)}</td>'
                 f'<td style="color:{colour};font-weight:bold">{c.status.value}</td>'
-                f'<td style="text-align:left">{html.escape(c.fix)}</td></tr>'
+                f'<td style="text-align:left">{_code_spans(html.escape(c.fix))}</td></tr>'
             )
         head = "<tr><th>check</th><th>value</th><th>status</th><th>fix</th></tr>"
         return f"<table>{head}{''.join(rows)}</table>"
 
 
-# ---------------------------------------------------------------------------- devices
-
-
-def choose_device(prefer: "str | torch.device | None" = None) -> torch.device:
-    """The device lessons run on: ``prefer`` if given (validated), else cuda > mps > cpu."""
-    if prefer is not None:
-        dev = parse_device(prefer)
-        if dev.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError(f"device {str(prefer)!r} requested but no CUDA GPU is visible")
-        if dev.type == "mps" and not _mps_available():
-            raise ValueError(f"device {str(prefer)!r} requested but MPS is not available")
-        return dev
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    if _mps_available():
-        return torch.device("mps")
-    return torch.device("cpu")
-
-
-def _mps_available() -> bool:
-    mps = getattr(torch.backends, "mps", None)
-    return bool(mps and mps.is_available())
-
-
-def cuda_capability(device: "torch.device | str | int" = 0) -> tuple[int, int]:
-    """Compute capability (major, minor) of a CUDA device."""
-    return tuple(torch.cuda.get_device_capability(device))  # type: ignore[return-value]
-
-
-@dataclass(frozen=True)
-class GPUInfo:
-    """What the lessons need to know about a CUDA GPU."""
-
-    name: str
-    capability: tuple[int, int]
-    sm_count: int
-    total_memory_gib: float
-
-    @property
-    def sm(self) -> str:
-        return f"sm_{self.capability[0]}{self.capability[1]}"
-
-
-def gpu_info(index: int = 0) -> GPUInfo | None:
-    """Facts about CUDA GPU ``index``, or None when no CUDA GPU is visible."""
-    if not torch.cuda.is_available():
-        return None
-    p = torch.cuda.get_device_properties(index)
-    return GPUInfo(
-        name=p.name,
-        capability=cuda_capability(index),
-        sm_count=p.multi_processor_count,
-        total_memory_gib=p.total_memory / 2**30,
-    )
-
-
-def chip_features(capability: tuple[int, int]) -> dict[str, bool]:
-    """Which reduced-precision features a compute capability has natively."""
-    return {
-        "fp16_tensor_cores": capability >= (7, 0),  # Volta
-        "bf16_native": capability >= (8, 0),  # Ampere
-        "tf32": capability >= (8, 0),  # Ampere
-        "fp8": capability >= (8, 9),  # Ada, Hopper
-    }
-
-
-# ------------------------------------------------------------------ peak throughput
-
-
-@dataclass(frozen=True)
-class Peak:
-    """Dense (no sparsity) peak TFLOP/s; fp16/bf16 are with FP32 accumulate. None: absent."""
-
-    gpu: str
-    fp32: float
-    tf32: float | None
-    fp16: float | None
-    bf16: float | None
-    source: str
-
-
-# Dense peaks, boost clock, from the vendor's datasheets/whitepapers. Datasheets quote
-# sparse Tensor Core figures for Ampere and later: those are halved here.
-PEAK_TFLOPS: dict[str, Peak] = {
-    # Hopper: H100 SXM5 and H200 SXM share the chip and clocks (H200 datasheet: FP16/BF16
-    # 1979 sparse -> 989.5 dense, TF32 989 sparse -> 494.5, FP32 67).
-    "H200": Peak("H200", 67.0, 494.5, 989.5, 989.5, "NVIDIA H200 datasheet"),
-    "H100 SXM": Peak("H100 SXM", 67.0, 494.5, 989.5, 989.5, "NVIDIA H100 datasheet (SXM5)"),
-    "H100 PCIe": Peak("H100 PCIe", 51.0, 378.0, 756.0, 756.0, "NVIDIA H100 datasheet (PCIe)"),
-    # Ampere data center: A100 whitepaper / datasheet (FP16 312 dense, TF32 156 dense).
-    "A100": Peak("A100", 19.5, 156.0, 312.0, 312.0, "NVIDIA A100 datasheet"),
-    "A10": Peak("A10", 31.2, 62.5, 125.0, 125.0, "NVIDIA A10 datasheet"),
-    # Ada data center: L4 datasheet (FP16 242 sparse, TF32 120 sparse, FP32 30.3);
-    # L40S datasheet (FP16 733 sparse, TF32 366 sparse, FP32 91.6).
-    "L40S": Peak("L40S", 91.6, 183.0, 366.0, 366.0, "NVIDIA L40S datasheet"),
-    "L4": Peak("L4", 30.3, 60.0, 121.0, 121.0, "NVIDIA L4 datasheet"),
-    # GeForce Ada: Ada Lovelace architecture whitepaper, appendix table. FP16/BF16 with
-    # FP32 accumulate run at HALF the FP16-accumulate rate on GeForce parts (4090: 165.2
-    # vs 330.3). The 4090D has 114 of the 4090's 128 SMs at a higher boost clock
-    # (2520 MHz): 73.5 FP32, 147 FP16/FP32-accumulate.
-    "RTX 4090D": Peak("RTX 4090D", 73.5, 73.5, 147.0, 147.0, "Ada whitepaper, scaled to 114 SMs"),
-    "RTX 4090": Peak("RTX 4090", 82.6, 82.6, 165.2, 165.2, "NVIDIA Ada GPU architecture whitepaper"),
-    # GeForce Ampere: Ampere GA102 whitepaper (3090: FP16/FP32-acc 71, TF32 35.6 dense).
-    "RTX 3090": Peak("RTX 3090", 35.6, 35.6, 71.0, 71.0, "NVIDIA Ampere GA102 whitepaper"),
-    # Turing and Volta: no TF32, no native BF16.
-    "T4": Peak("T4", 8.1, None, 65.0, None, "NVIDIA T4 datasheet"),
-    "V100": Peak("V100", 15.7, None, 125.0, None, "NVIDIA V100 datasheet (SXM2)"),
-}
-
-# Most specific pattern first; matched against the lower-cased device name.
-_NAME_PATTERNS: list[tuple[str, str]] = [
-    (r"h200", "H200"),
-    (r"h100.*pcie", "H100 PCIe"),
-    (r"h100", "H100 SXM"),
-    (r"a100", "A100"),
-    (r"\ba10\b", "A10"),
-    (r"l40s", "L40S"),
-    (r"\bl4\b", "L4"),
-    (r"4090\s*d\b", "RTX 4090D"),
-    (r"4090", "RTX 4090"),
-    (r"3090", "RTX 3090"),
-    (r"\bt4\b", "T4"),
-    (r"v100", "V100"),
-]
-
-
-def peak_for(gpu_name: str) -> Peak | None:
-    """The :class:`Peak` row for a device name such as ``'NVIDIA GeForce RTX 4090 D'``."""
-    name = gpu_name.lower()
-    for pattern, key in _NAME_PATTERNS:
-        if re.search(pattern, name):
-            return PEAK_TFLOPS[key]
-    return None
+def _code_spans(text: str) -> str:
+    """Render `backticks` in (already escaped) fix text as <code>."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
 
 
 # --------------------------------------------------------------------------- report
@@ -273,34 +146,41 @@ def _version_tuple(v: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", v.split("+")[0])[:2])
 
 
-def tf32_state() -> str:
-    """The TF32 switches as currently set."""
+def _tf32_text() -> str:
+    st = tf32_state()
     return (
-        f"matmul.allow_tf32={torch.backends.cuda.matmul.allow_tf32}, "
-        f"cudnn.allow_tf32={torch.backends.cudnn.allow_tf32}, "
-        f"float32_matmul_precision={torch.get_float32_matmul_precision()!r}"
+        f"matmul.fp32_precision={st['matmul']!r}, cudnn.conv.fp32_precision={st['cudnn_conv']!r} "
+        "(PyTorch's default: 'ieee' matmuls, 'tf32' convolutions)"
     )
 
 
 def run_metadata(device: "torch.device | str | None" = None) -> dict[str, Any]:
-    """The settings that matter for a measurement, to store beside its numbers."""
-    dev = choose_device(device) if device is None else parse_device(device)
-    info = gpu_info(dev.index or 0) if dev.type == "cuda" else None
+    """The settings that matter for a measurement, to store beside its numbers.
+
+    Under a hardware profile, ``device`` is the profile's GPU and ``real_device`` the chip
+    that really ran: speeds are always the real chip's.
+    """
+    dev = choose_device() if device is None else parse_device(device)
+    facts = gpu_facts(dev) if dev.type == "cuda" else None
     from fp16lab.config import mode
 
     m = mode()
+    st = tf32_state()
     return {
-        "device": info.name if info else dev.type.upper(),
+        "device": facts.name if facts else dev.type.upper(),
+        "real_device": facts.real_name if facts else dev.type.upper(),
+        "profile": facts.profile if facts else None,
         "device_type": dev.type,
-        "capability": info.sm if info else None,
-        "sm_count": info.sm_count if info else None,
+        "capability": facts.sm if facts else None,
+        "sm_count": facts.sm_count if facts else None,
+        "memory_gib": round(facts.memory_gib, 2) if facts else None,
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-        "driver": _driver_version() if info else None,
+        "driver": _driver_version() if facts else None,
         "python": platform.python_version(),
-        "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
-        "tf32_cudnn": torch.backends.cudnn.allow_tf32,
+        "tf32_matmul": st["matmul"] == "tf32",
+        "tf32_cudnn": st["cudnn_conv"] == "tf32",
         "cudnn_benchmark": torch.backends.cudnn.benchmark,
         "mode": m.name,
         "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d"),
@@ -311,7 +191,7 @@ def _package_checks() -> list[Check]:
     import importlib.metadata as md
 
     rows = []
-    for pkg in ("torchvision", "pandas", "matplotlib", "seaborn", "tqdm"):
+    for pkg in ("torchvision", "pandas", "matplotlib", "seaborn", "tqdm", "jupyterlab", "ipywidgets"):
         try:
             rows.append(Check(pkg, md.version(pkg)))
         except md.PackageNotFoundError:
@@ -322,118 +202,158 @@ def _package_checks() -> list[Check]:
 
 
 def report(device_index: int = 0) -> Report:
-    """Check this machine for the series: versions, GPU, what the chip supports, TF32 flags.
+    """Check this machine for the series: versions, GPU, what the chip supports, TF32 settings.
 
     Never raises on a machine without a GPU, without cuDNN or with a CPU-only torch: those
-    become WARN rows with a fix. ``device_index`` (default 0) picks the CUDA GPU.
+    become WARN rows with a fix. ``device_index`` (default 0) picks the CUDA GPU; a bad
+    index or an unknown ``FP16LAB_PROFILE`` is refused before anything is checked.
     """
     from fp16lab.config import mode
 
-    rows: list[Check] = []
-    py = sys.version_info[:2]
-    rows.append(
-        Check("Python", platform.python_version())
-        if py >= MIN_PYTHON
-        else Check("Python", platform.python_version(), Status.FAIL, "install Python >= 3.10")
-    )
-    tv = torch.__version__
-    rows.append(
-        Check("torch", tv)
-        if _version_tuple(tv) >= MIN_TORCH
-        else Check("torch", tv, Status.FAIL, "pip install -U 'torch>=2.4' (torch.amp APIs)")
-    )
-    rows += _package_checks()
-
+    index = non_negative_int("device_index", device_index)
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count and index >= count:
+        raise ValueError(f"device_index {device_index!r} is out of range: this machine has {count} CUDA GPU(s)")
+    rows: list[Check] = [_python_check(), _torch_check(), *_package_checks()]
+    try:
+        active_profile()
+    except ValueError as exc:  # an unknown FP16LAB_PROFILE: everything below would raise it
+        rows.append(Check("hardware profile", f"{PROFILE_ENV} not usable", Status.FAIL, str(exc)))
+        return Report(rows)
     m = mode()
     rows.append(Check("quick mode", f"{m.name} ({m.reason})"))
-
-    cuda_build = torch.version.cuda
-    if cuda_build is None:
-        rows.append(
-            Check(
-                "torch CUDA build",
-                "CPU-only wheel",
-                Status.WARN,
-                "if this machine has an NVIDIA GPU, install a CUDA wheel: "
-                "pip install torch --index-url https://download.pytorch.org/whl/cu126",
-            )
-        )
-    else:
-        rows.append(Check("torch CUDA build", f"CUDA {cuda_build}"))
-
-    if _mps_available():
+    rows.append(_cuda_build_check())
+    if mps_available():
         rows.append(Check("Apple MPS", "available (fp16 autocast works; no GradScaler speed claims)"))
-
     if not torch.cuda.is_available():
-        why = (
-            "no CUDA device visible"
-            if cuda_build
-            else "torch has no CUDA support"
-        )
-        rows.append(
-            Check(
-                "CUDA GPU",
-                f"none ({why})",
-                Status.WARN,
-                "lessons run in quick mode on the CPU and show the committed H200 reference "
-                "outputs for GPU-only results; for your own numbers use an NVIDIA GPU "
-                "(check `nvidia-smi`, and CUDA_VISIBLE_DEVICES)",
-            )
-        )
-        rows.append(Check("TF32 flags", tf32_state()))
+        rows.append(_no_gpu_check())
+        rows.append(Check("TF32 settings", _tf32_text()))
         return Report(rows)
-
-    info = gpu_info(device_index)
-    assert info is not None
-    driver = _driver_version()
-    rows.append(
-        Check("driver", driver)
-        if driver
-        else Check("driver", "unknown", Status.WARN, "nvidia-smi not found or failed; check the driver install")
-    )
-    if torch.backends.cudnn.is_available():
-        rows.append(Check("cuDNN", str(torch.backends.cudnn.version())))
-    else:
-        rows.append(
-            Check("cuDNN", "not available", Status.WARN, "convolutions will be slow; reinstall a CUDA torch wheel (it bundles cuDNN)")
-        )
-    rows.append(Check("GPU", f"{info.name} (cuda:{device_index})"))
-    rows.append(Check("compute capability", info.sm))
-    rows.append(Check("SMs", str(info.sm_count)))
-    rows.append(Check("memory", f"{info.total_memory_gib:.1f} GiB"))
-    rows += capability_checks(info.capability)
-    peak = peak_for(info.name)
-    if peak:
-        rows.append(
-            Check(
-                "peak table",
-                f"{peak.gpu}: FP32 {peak.fp32}, TF32 {peak.tf32}, FP16 {peak.fp16}, "
-                f"BF16 {peak.bf16} dense TFLOP/s ({peak.source})",
-            )
-        )
-    else:
-        rows.append(
-            Check(
-                "peak table",
-                f"{info.name!r} is not in fp16lab.env.PEAK_TFLOPS",
-                Status.WARN,
-                "'% of peak' figures are not shown; add your GPU's datasheet numbers to PEAK_TFLOPS",
-            )
-        )
-    rows.append(Check("TF32 flags", tf32_state()))
+    try:
+        facts = gpu_facts(index)
+    except ValueError as exc:  # an unknown profile, or one bigger than this card
+        rows.append(Check("hardware profile", f"{PROFILE_ENV} not usable", Status.FAIL, str(exc)))
+        return Report(rows)
+    assert facts is not None
+    rows += _driver_checks()
+    if facts.profile:
+        rows.append(Check("hardware profile", facts.label, Status.WARN,
+                          f"unset {PROFILE_ENV} to measure this GPU as it is"))
+    rows.append(Check("GPU", f"{facts.name} (cuda:{index})"))
+    rows.append(_arch_check(facts.capability))
+    rows.append(Check("SMs", str(facts.sm_count)))
+    rows.append(Check("memory", f"{facts.memory_gib:.1f} GiB"))
+    rows += capability_checks(facts.capability, facts.name)
+    rows.append(_peak_check(facts.name))
+    rows.append(Check("TF32 settings", _tf32_text()))
     return Report(rows)
 
 
-def capability_checks(capability: tuple[int, int]) -> list[Check]:
-    """Report rows for what a chip of ``capability`` supports natively."""
-    f = chip_features(capability)
-    sm = f"sm_{capability[0]}{capability[1]}"
+def _python_check() -> Check:
+    v = platform.python_version()
+    if sys.version_info[:2] >= MIN_PYTHON:
+        return Check("Python", v)
+    return Check("Python", v, Status.FAIL, "install Python >= 3.10")
+
+
+def _torch_check() -> Check:
+    tv = torch.__version__
+    if _version_tuple(tv) >= MIN_TORCH:
+        return Check("torch", tv)
+    floor = ".".join(map(str, MIN_TORCH))
+    return Check(
+        "torch", tv, Status.FAIL,
+        f"the lessons need torch >= {floor} (fp32_precision TF32 settings, allow_fp16_accumulation, "
+        f"FSDP2): `pip install -U 'torch>={floor}' torchvision` (or re-run `make setup`)",
+    )
+
+
+def _cuda_build_check() -> Check:
+    if torch.version.cuda is None:
+        return Check(
+            "torch CUDA build", "CPU-only wheel", Status.WARN,
+            "if this machine has an NVIDIA GPU, install a CUDA wheel: "
+            "`pip install torch --index-url https://download.pytorch.org/whl/cu126`",
+        )
+    return Check("torch CUDA build", f"CUDA {torch.version.cuda}")
+
+
+def _no_gpu_check() -> Check:
+    why = "no CUDA device visible" if torch.version.cuda else "torch has no CUDA support"
+    return Check(
+        "CUDA GPU", f"none ({why})", Status.WARN,
+        "lessons run in quick mode on the CPU and show the committed H200 reference outputs for "
+        "GPU-only results; for your own numbers use an NVIDIA GPU (check `nvidia-smi`, and "
+        "`CUDA_VISIBLE_DEVICES`)",
+    )
+
+
+def _driver_checks() -> list[Check]:
+    driver = _driver_version()
     rows = [
+        Check("driver", driver)
+        if driver
+        else Check("driver", "unknown", Status.WARN, "`nvidia-smi` not found or failed; check the driver install")
+    ]
+    if torch.backends.cudnn.is_available():
+        rows.append(Check("cuDNN", str(torch.backends.cudnn.version())))
+    else:
+        rows.append(Check("cuDNN", "not available", Status.WARN,
+                          "convolutions will be slow; reinstall a CUDA torch wheel (it bundles cuDNN)"))
+    return rows
+
+
+def _arch_check(capability: tuple[int, int]) -> Check:
+    """FAIL when this torch build ships no kernels for the chip (e.g. sm_70 on CUDA 13 wheels)."""
+    sm = f"sm_{capability[0]}{capability[1]}"
+    arches = torch.cuda.get_arch_list()
+    # A build runs a chip when it has its exact sm_XY, or an sm_X* of the same major at or
+    # below it (binary compatible), or PTX (compute_XY) at or below it to JIT from.
+    def ok(a: str) -> bool:
+        kind, _, num = a.partition("_")
+        if not num.isdigit():
+            return False
+        major, minor = int(num[:-1]), int(num[-1])
+        if kind == "sm":
+            return major == capability[0] and minor <= capability[1]
+        return kind == "compute" and (major, minor) <= capability
+    if not arches or any(ok(a) for a in arches):
+        return Check("compute capability", sm)
+    return Check(
+        "compute capability", f"{sm}: this torch build has no kernels for it (built for {', '.join(arches)})",
+        Status.FAIL,
+        "the series does not support this GPU with this torch build; torch's CUDA 12.6 wheels still "
+        "ship Volta (sm_70) kernels: `pip install torch torchvision --index-url "
+        "https://download.pytorch.org/whl/cu126`",
+    )
+
+
+def _peak_check(name: str) -> Check:
+    from fp16lab.hardware import peak_for
+
+    peak = peak_for(name)
+    if peak is None:
+        return Check(
+            "peak table", f"{name!r} is not in fp16lab.hardware.PEAK_TFLOPS", Status.WARN,
+            "'% of peak' figures are not shown; add your GPU's datasheet numbers to `PEAK_TFLOPS`",
+        )
+    return Check(
+        "peak table",
+        f"{peak.gpu}: FP32 {peak.fp32}, TF32 {peak.tf32}, FP16 {peak.fp16}, BF16 {peak.bf16}, "
+        f"FP16-accumulate {peak.fp16_acc16}, FP8 {peak.fp8} dense TFLOP/s (cited: {peak.source})",
+    )
+
+
+def capability_checks(capability: tuple[int, int], name: str | None = None) -> list[Check]:
+    """Report rows for what a chip of ``capability`` (and ``name``) supports natively."""
+    f = chip_features(capability, name)
+    sm = f"sm_{capability[0]}{capability[1]}"
+    return [
         Check("FP16 Tensor Cores", "yes")
         if f["fp16_tensor_cores"]
         else Check(
             "FP16 Tensor Cores",
-            f"no ({sm} < sm_70)",
+            f"no ({sm} < sm_70)" if capability < (7, 0) else f"no ({name}: a GTX 16xx has none)",
             Status.WARN,
             "fp16 runs but without Tensor Cores: expect little or no AMP speed-up on this GPU",
         ),
@@ -443,12 +363,11 @@ def capability_checks(capability: tuple[int, int]) -> list[Check]:
             "BF16 native",
             f"no ({sm} < sm_80)",
             Status.WARN,
-            "use fp16 with GradScaler; torch.cuda.is_bf16_supported() may still say True "
+            "use fp16 with GradScaler; `torch.cuda.is_bf16_supported()` may still say True "
             "here because bf16 is emulated (slow)",
         ),
         Check("TF32", "yes")
         if f["tf32"]
         else Check("TF32", f"no ({sm} < sm_80)", Status.WARN, "FP32 matmuls run at plain FP32 speed"),
-        Check("FP8", "yes" if f["fp8"] else f"no ({sm} < sm_89; only a later FP8 lesson needs it)"),
+        Check("FP8", "yes (lesson 09_fp8)" if f["fp8"] else f"no ({sm} < sm_89; lesson 09_fp8 shows its numerics and the reference run)"),
     ]
-    return rows

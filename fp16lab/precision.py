@@ -9,18 +9,24 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 import warnings
 from collections.abc import Iterator
 from enum import Enum
+from typing import Any
 
 import torch
+
+from fp16lab.device import parse_device
+from fp16lab.hardware import cuda_capability
 
 __all__ = [
     "Precision",
     "parse_precision",
-    "parse_device",
     "autocast",
+    "tf32_state",
     "tf32_flags",
+    "fp16_accumulation",
     "precision_context",
     "check_precision_supported",
 ]
@@ -51,35 +57,20 @@ class Precision(str, Enum):
 ALLOWED = tuple(p.value for p in Precision)
 
 
-def parse_precision(value: "Precision | str") -> Precision:
-    """Return the :class:`Precision` for ``value``; ``ValueError`` names the allowed ones."""
+def parse_precision(value: "Precision | str", *, name: str = "precision") -> Precision:
+    """The :class:`Precision` for ``value`` (a name such as ``'fp16'``); ``ValueError`` lists the allowed.
+
+    One rule everywhere: precisions are these names, not dtypes (``torch.float16``) or dtype
+    names (``'float16'``): ``'fp32'`` and ``'tf32'`` share a dtype, so a dtype cannot say which.
+    """
     if isinstance(value, Precision):
         return value
     if isinstance(value, str) and value.strip().lower() in ALLOWED:
         return Precision(value.strip().lower())
-    raise ValueError(f"unknown precision {value!r}; allowed: {', '.join(map(repr, ALLOWED))}")
-
-
-_DEVICE_TYPES = ("cpu", "cuda", "mps")
-
-
-def parse_device(device: "torch.device | str") -> torch.device:
-    """Return a ``torch.device`` of a type the series supports (cpu, cuda, mps)."""
-    if isinstance(device, torch.device):
-        dev = device
-    elif isinstance(device, str):
-        try:
-            dev = torch.device(device)
-        except (RuntimeError, ValueError):
-            raise ValueError(
-                f"unknown device {device!r}; allowed: {', '.join(_DEVICE_TYPES)} "
-                "(optionally with an index, e.g. 'cuda:0')"
-            ) from None
-    else:
-        raise ValueError(f"device must be a str or torch.device, got {device!r}")
-    if dev.type not in _DEVICE_TYPES:
-        raise ValueError(f"unsupported device {str(dev)!r}; allowed: {', '.join(_DEVICE_TYPES)}")
-    return dev
+    hint = ""
+    if isinstance(value, torch.dtype) or value in ("float16", "half", "bfloat16", "float32", "float"):
+        hint = " (a precision name, not a dtype: e.g. torch.float16 is 'fp16')"
+    raise ValueError(f"{name}: unknown precision {value!r}; allowed: {', '.join(map(repr, ALLOWED))}{hint}")
 
 
 def autocast(precision: "Precision | str", device: "torch.device | str") -> torch.autocast:
@@ -92,16 +83,66 @@ def autocast(precision: "Precision | str", device: "torch.device | str") -> torc
     )
 
 
+# ----------------------------------------------------------------------- TF32 switches
+# torch >= 2.9 (the floor) sets TF32 per backend with ``fp32_precision`` ("tf32" or "ieee";
+# "none" inherits from the level above). Once it is used, reading the legacy ``allow_tf32``
+# flags raises, so fp16lab only ever sets and reads the new settings; a legacy setting made
+# by the user is still read correctly (all levels "none": the legacy flag decides).
+
+
+def _first_set(values: list[str]) -> str | None:
+    return next((v for v in values if v in ("tf32", "ieee")), None)
+
+
+def tf32_state() -> dict[str, str]:
+    """The effective FP32 math of matmuls and cuDNN convolutions: ``'tf32'`` or ``'ieee'``."""
+    b: Any = torch.backends  # fp32_precision is set at run time: not in torch's stubs
+    matmul = _first_set([b.cuda.matmul.fp32_precision, b.fp32_precision])
+    conv = _first_set([b.cudnn.conv.fp32_precision, b.cudnn.fp32_precision, b.fp32_precision])
+    if matmul is None:
+        matmul = "tf32" if b.cuda.matmul.allow_tf32 else "ieee"
+    if conv is None:
+        conv = "tf32" if b.cudnn.allow_tf32 else "ieee"
+    return {"matmul": matmul, "cudnn_conv": conv}
+
+
 @contextlib.contextmanager
-def tf32_flags(enabled: bool) -> Iterator[None]:
-    """Set both TF32 switches (matmul and cuDNN) for the block, then restore them."""
-    old = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-    torch.backends.cuda.matmul.allow_tf32 = enabled
-    torch.backends.cudnn.allow_tf32 = enabled
+def tf32_flags(enabled: bool, cudnn: bool | None = None) -> Iterator[None]:
+    """TF32 on (``True``) or off for matmuls and cuDNN convolutions in the block, then restored.
+
+    ``cudnn`` (default: same as ``enabled``) sets the convolutions apart. Uses
+    ``torch.backends.cuda.matmul.fp32_precision`` and ``torch.backends.cudnn.conv.fp32_precision``.
+    """
+    if not isinstance(enabled, bool) or not isinstance(cudnn, (bool, type(None))):
+        raise ValueError(f"enabled and cudnn must be True or False, got {enabled!r} and {cudnn!r}")
+    conv_on = enabled if cudnn is None else cudnn
+    mm: Any = torch.backends.cuda.matmul
+    cv: Any = torch.backends.cudnn.conv  # type: ignore[attr-defined]
+    old = (mm.fp32_precision, cv.fp32_precision)
+    mm.fp32_precision = "tf32" if enabled else "ieee"
+    cv.fp32_precision = "tf32" if conv_on else "ieee"
     try:
         yield
     finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
+        mm.fp32_precision, cv.fp32_precision = old
+
+
+@contextlib.contextmanager
+def fp16_accumulation(enabled: bool) -> Iterator[None]:
+    """FP16 matmuls accumulate in FP16 (``allow_fp16_accumulation``) in the block, then restored.
+
+    GeForce parts run FP16-accumulate matmuls at twice the FP32-accumulate rate, at an
+    accuracy cost; data-center parts run both at the same rate. cuDNN convolutions ignore it.
+    """
+    if not isinstance(enabled, bool):
+        raise ValueError(f"enabled must be True or False, got {enabled!r}")
+    mm: Any = torch.backends.cuda.matmul
+    old = mm.allow_fp16_accumulation
+    mm.allow_fp16_accumulation = enabled
+    try:
+        yield
+    finally:
+        mm.allow_fp16_accumulation = old
 
 
 @contextlib.contextmanager
@@ -128,8 +169,6 @@ def check_precision_supported(
     only emulated, so the capability is what is checked. fp16/bf16 on the CPU run,
     but are slow on CPUs without native half-precision math: a warning says so.
     """
-    from fp16lab.env import cuda_capability
-
     p = parse_precision(precision)
     dev = parse_device(device)
     if dev.type == "cuda":
@@ -139,10 +178,22 @@ def check_precision_supported(
                 f"{p.value} needs native support (compute capability >= 8.0, Ampere or newer); "
                 f"this GPU is sm_{cap[0]}{cap[1]}. Use 'fp16' (with GradScaler) or 'fp32'."
             )
-    elif dev.type == "cpu" and p in (Precision.FP16, Precision.BF16):
+    elif dev.type == "cpu" and p in (Precision.FP16, Precision.BF16) and p not in _WARNED_CPU:
+        _WARNED_CPU.add(p)
         warnings.warn(
             f"{p.value} on the CPU runs, but is slow on CPUs without native half-precision "
-            "math; CPU timings are not FP16 speed-ups.",
-            stacklevel=2,
+            "math; CPU timings are not FP16 speed-ups. (Shown once per session.)",
+            stacklevel=_caller_stacklevel(),
         )
     return p
+
+
+_WARNED_CPU: set[Precision] = set()
+
+
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning at the first frame outside fp16lab (the user's cell)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("fp16lab"):
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    return level

@@ -9,12 +9,23 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-__all__ = ["save_results", "load_results", "load_reference", "reference_path", "output_path", "RESULTS_DIR"]
+__all__ = [
+    "save_results",
+    "load_results",
+    "load_reference",
+    "reference_path",
+    "output_path",
+    "Measured",
+    "measure_or_reference",
+    "RESULTS_DIR",
+]
 
 # The repository's results/ folder; FP16LAB_RESULTS_DIR points elsewhere (tests, drafts).
 RESULTS_DIR = Path(os.environ.get("FP16LAB_RESULTS_DIR") or Path(__file__).resolve().parent.parent / "results")
@@ -112,3 +123,51 @@ def load_reference(name: str) -> "tuple[pd.DataFrame, dict[str, Any]] | tuple[No
             "`python -m fp16lab.outputs run --reference <lesson>`."
         )
     return frame, meta
+
+
+@dataclass
+class Measured:
+    """A table measured here (``live``) or read from the committed reference, with its metadata.
+
+    ``frame`` and ``meta`` are None when there is no GPU here and no reference was recorded yet.
+    """
+
+    frame: pd.DataFrame | None
+    meta: dict[str, Any] | None
+    live: bool
+
+    @property
+    def available(self) -> bool:
+        """True when there is a table to show."""
+        return self.frame is not None
+
+    def __iter__(self) -> Iterator[Any]:
+        """Unpack as ``frame, meta, live = measure_or_reference(...)``."""
+        return iter((self.frame, self.meta, self.live))
+
+
+def measure_or_reference(name: str, measure: Callable[[], pd.DataFrame]) -> Measured:
+    """Run ``measure()`` and save it as ``name`` when a GPU runs live, else load the committed reference.
+
+    The one place lessons decide "measured here, or the reference": live means
+    :func:`fp16lab.config.live_gpu` (full mode on a CUDA GPU). A live table is saved with
+    :func:`fp16lab.env.run_metadata` to :func:`output_path`; otherwise :func:`load_reference`
+    prints where the reference was measured (or that none is recorded yet).
+    """
+    if not isinstance(name, str) or not name or "/" in name or name.endswith(".json"):
+        raise ValueError(f"name must be a bare results name like 'align_sweep', got {name!r}")
+    if not callable(measure):
+        raise ValueError(f"measure must be a function returning a DataFrame, got {measure!r}")
+    from fp16lab.config import live_gpu
+
+    if not live_gpu():
+        frame, meta = load_reference(name)
+        return Measured(frame, meta, live=False)
+    from fp16lab.env import run_metadata
+
+    frame = measure()
+    if not isinstance(frame, pd.DataFrame):
+        raise ValueError(f"measure() must return a pandas DataFrame, got {type(frame).__name__}")
+    meta = run_metadata("cuda")
+    save_results(frame, output_path(name), meta)
+    return Measured(frame, meta, live=True)

@@ -24,7 +24,6 @@ it (history, checkpoints, divergence) is :func:`fp16lab.train.fit`.
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +32,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fp16lab._device_shim import model_device, resolve_device
+from fp16lab.checks import boolean, positive_float
+from fp16lab.device import model_device, resolve_device
 from fp16lab.precision import Precision, autocast, parse_precision
 
 __all__ = ["StepResult", "make_scaler", "train_step", "evaluate"]
@@ -62,24 +62,6 @@ class StepResult:
 
 
 # ---------------------------------------------------------------- argument checks (one place)
-
-
-def _int(name: str, value: object, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-    return int(value)
-
-
-def _positive(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0 or None, got {value!r}")
-    return float(value)
-
-
-def _flag(name: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
-    return value
 
 
 def _callable(name: str, value: object, what: str) -> Any:
@@ -115,7 +97,7 @@ def _check_core(model: object, optimizer: object, scaler: object) -> list[torch.
     return params
 
 
-def _resolve_run_device(model: nn.Module, device: object) -> torch.device:
+def _resolve_run_device(model: nn.Module, device: "torch.device | str | None") -> torch.device:
     return resolve_device(device) if device is not None else model_device(model)
 
 
@@ -293,9 +275,9 @@ def train_step(
     return _step(
         model, optimizer, scaler, batches, p=p, dev=_resolve_run_device(model, device), params=params,
         loss_fn=_callable("loss_fn", loss_fn, "a function (outputs, targets) -> loss") or F.cross_entropy,
-        clip=_positive("clip_grad_norm", clip_grad_norm) if clip_grad_norm is not None else None,
-        scheduler=scheduler, channels_last=_flag("channels_last", channels_last),
-        track_grad_norm=_flag("track_grad_norm", track_grad_norm), scale_before=scaler.get_scale(),
+        clip=positive_float("clip_grad_norm", clip_grad_norm) if clip_grad_norm is not None else None,
+        scheduler=scheduler, channels_last=boolean("channels_last", channels_last),
+        track_grad_norm=boolean("track_grad_norm", track_grad_norm), scale_before=scaler.get_scale(),
     )
 
 
@@ -321,7 +303,7 @@ def evaluate(
     dev = resolve_device(device) if device is not None else model_device(model, default=torch.device("cpu"))
     return _evaluate(model, loader, parse_precision(precision), dev,
                      _callable("loss_fn", loss_fn, "a function (outputs, targets) -> loss") or F.cross_entropy,
-                     _flag("channels_last", channels_last))
+                     boolean("channels_last", channels_last))
 
 
 @torch.no_grad()

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
-from fp16lab.precision import Precision, parse_device, parse_precision, precision_context
+from fp16lab.device import parse_device
+from fp16lab.precision import Precision, parse_precision, precision_context
 
 # Importing torch.utils.benchmark logs "No CUDA runtime is found" on CPU machines: noise.
 logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)

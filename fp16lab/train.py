@@ -39,6 +39,7 @@ from fp16lab.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
+from fp16lab.checks import boolean, positive_float, positive_int
 from fp16lab.precision import Precision, check_precision_supported, precision_context
 from fp16lab.step import (
     Batch,
@@ -49,9 +50,6 @@ from fp16lab.step import (
     _check_scaler_fits,
     _check_scheduler,
     _evaluate,
-    _flag,
-    _int,
-    _positive,
     _resolve_run_device,
     _split,
     _step,
@@ -62,32 +60,12 @@ from fp16lab.step import (
 )
 
 __all__ = [
-    "History",
-    "StepResult",
-    "TrainingDiverged",
-    "make_scaler",
-    "train_step",
-    "evaluate",
-    "fit",
-    "save_checkpoint",
-    "load_checkpoint",
-    "CHECKPOINT_FORMAT",
-    "NONFINITE_LOSS_STREAK",
+    "History", "StepResult", "TrainingDiverged", "make_scaler", "train_step", "evaluate", "fit",
+    "save_checkpoint", "load_checkpoint", "CHECKPOINT_FORMAT", "NONFINITE_LOSS_STREAK",
 ]
 
-_COLUMNS = (
-    "step",
-    "epoch",
-    "loss",
-    "accuracy",
-    "scale",
-    "skipped",
-    "grad_norm",
-    "lr",
-    "samples",
-    "samples_per_s",
-    "time_s",
-)
+_COLUMNS = ("step", "epoch", "loss", "accuracy", "scale", "skipped", "grad_norm", "lr", "samples", "samples_per_s",
+            "time_s")
 # fp16 with min_scale=None: this many non-finite losses in a row stop the run
 NONFINITE_LOSS_STREAK = 3
 
@@ -271,8 +249,8 @@ def _plan_steps(steps: object, epochs: object, accum: int, n_batches: int | None
     if steps is not None and epochs is not None:
         raise ValueError(f"give steps or epochs, not both (got steps={steps!r}, epochs={epochs!r})")
     if steps is not None:
-        return _int("steps", steps)
-    n_epochs = _int("epochs", epochs) if epochs is not None else 1
+        return positive_int("steps", steps)
+    n_epochs = positive_int("epochs", epochs) if epochs is not None else 1
     if n_batches is None:
         raise ValueError("the loader has no len(); give steps= instead of epochs=")
     return n_epochs * math.ceil(n_batches / accum)  # the last step of an epoch takes what is left
@@ -286,15 +264,15 @@ def _plan_fit(model: nn.Module, loader: object, optimizer: torch.optim.Optimizer
     dev = _resolve_run_device(model, a["device"])
     p = check_precision_supported(a["precision"], dev)
     _check_scaler_fits(scaler, p)  # type: ignore[arg-type]
-    accum = _int("accum_steps", a["accum_steps"])
+    accum = positive_int("accum_steps", a["accum_steps"])
     facts = _loader_facts(loader)
-    every = {k: _int(k, a[k]) if a[k] is not None else None for k in ("eval_every", "checkpoint_every")}
+    every = {k: positive_int(k, a[k]) if a[k] is not None else None for k in ("eval_every", "checkpoint_every")}
     eval_loader, eval_fn = a["eval_loader"], _callable("eval_fn", a["eval_fn"], "a function model -> dict")
     if eval_loader is not None and (not isinstance(eval_loader, Iterable) or isinstance(eval_loader, torch.Tensor)):
         raise ValueError(f"eval_loader must be an iterable of (inputs, targets) batches, got {type(eval_loader).__name__}")
     if every["eval_every"] is not None and eval_loader is None and eval_fn is None:
         raise ValueError("eval_every needs something to evaluate: give eval_loader= and/or eval_fn=")
-    resume = _flag("resume", a["resume"])
+    resume = boolean("resume", a["resume"])
     ckpt = a["checkpoint"]
     if (resume or every["checkpoint_every"] is not None) and ckpt is None:
         raise ValueError("resume/checkpoint_every need checkpoint=<path of the checkpoint file>")
@@ -309,13 +287,13 @@ def _plan_fit(model: nn.Module, loader: object, optimizer: torch.optim.Optimizer
         precision=p, device=dev, move_model=a["device"] is not None,
         steps=_plan_steps(a["steps"], a["epochs"], accum, facts["batches_per_epoch"]), accum_steps=accum,
         loss_fn=_callable("loss_fn", a["loss_fn"], "a function (outputs, targets) -> loss") or F.cross_entropy,
-        clip=_positive("clip_grad_norm", a["clip_grad_norm"]) if a["clip_grad_norm"] is not None else None,
-        min_scale=_positive("min_scale", a["min_scale"]) if a["min_scale"] is not None else None,
+        clip=positive_float("clip_grad_norm", a["clip_grad_norm"]) if a["clip_grad_norm"] is not None else None,
+        min_scale=positive_float("min_scale", a["min_scale"]) if a["min_scale"] is not None else None,
         eval_loader=eval_loader, eval_fn=eval_fn, eval_every=every["eval_every"], checkpoint=ckpt,
         checkpoint_every=every["checkpoint_every"], resume=resume,
-        channels_last=_flag("channels_last", a["channels_last"]),
-        track_grad_norm=_flag("track_grad_norm", a["track_grad_norm"]),
-        progress=_flag("progress", a["progress"]), desc=a["desc"] or f"fit {p.value}", loader_facts=facts,
+        channels_last=boolean("channels_last", a["channels_last"]),
+        track_grad_norm=boolean("track_grad_norm", a["track_grad_norm"]),
+        progress=boolean("progress", a["progress"]), desc=a["desc"] or f"fit {p.value}", loader_facts=facts,
     )
 
 
@@ -458,6 +436,7 @@ class _Run:
         self.params = _trainable(model)
         self.rows: list[dict[str, Any]] = []
         self.start_step = 0
+        self.t_prev = self.elapsed = 0.0  # set when the run starts
         self.history_file = HistoryFile(plan.checkpoint) if plan.checkpoint is not None else None
         self.attrs = dict(precision=plan.precision.value, device=str(plan.device), accum_steps=plan.accum_steps,
                           clip_grad_norm=plan.clip)

@@ -208,7 +208,7 @@ def test_readme_section_table_plot_and_article_claim(tmp_path):
 
 
 def test_flop_utilisation_uses_the_peak_the_math_runs_at():
-    from fp16lab.env import PEAK_TFLOPS
+    from fp16lab.hardware import PEAK_TFLOPS
 
     rows = [fake_row("resnet50", CONFIGS[n], 1, settings=TINY, device="cpu", rate=1000.0)
             for n in ("fp32_true", "fp32_default", "fp16_cl")]

@@ -23,9 +23,8 @@ def test_explicit_switch_wins(monkeypatch):
     assert mode().reason == "FP16LAB_QUICK=0"
 
 
-def test_ci_means_quick(monkeypatch):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "NVIDIA H200")
+def test_ci_means_quick(monkeypatch, fake_gpu):
+    fake_gpu("hopper")
     assert not is_quick()
     monkeypatch.setenv("CI", "github-actions")
     assert is_quick() and mode().reason == "CI is set"
@@ -42,3 +41,24 @@ def test_bad_value_is_quoted(monkeypatch):
     monkeypatch.setenv("FP16LAB_QUICK", "maybe")
     with pytest.raises(ValueError, match="'maybe'"):
         mode()
+
+
+def test_smoke_keeps_full_sizes_and_shortens_steps(monkeypatch, fake_gpu):
+    fake_gpu("hopper")
+    monkeypatch.setenv("FP16LAB_SMOKE", "1")
+    assert not is_quick() and mode().name == "full-smoke"
+    assert pick(1, 100, smoke=10) == 10 and pick(1, 100) == 100
+    monkeypatch.setenv("FP16LAB_QUICK", "1")
+    assert pick(1, 100, smoke=10) == 1 and mode().name == "quick"
+
+
+def test_live_gpu_is_full_mode_on_a_cuda_gpu(monkeypatch, fake_gpu):
+    from fp16lab.config import live_gpu
+
+    fake_gpu("hopper")
+    assert live_gpu()
+    monkeypatch.setenv("FP16LAB_QUICK", "1")
+    assert not live_gpu()
+    fake_gpu("none")
+    monkeypatch.setenv("FP16LAB_QUICK", "0")  # full sizes forced on a CPU: still nothing to measure live
+    assert not live_gpu()

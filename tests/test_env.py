@@ -8,15 +8,7 @@ import sys
 import pytest
 import torch
 
-from fp16lab.env import (
-    PEAK_TFLOPS,
-    Status,
-    chip_features,
-    choose_device,
-    peak_for,
-    report,
-    run_metadata,
-)
+from fp16lab.env import Status, report, run_metadata
 
 
 def test_no_gpu_never_fails_and_says_so(fake_gpu, monkeypatch):
@@ -41,7 +33,7 @@ def test_cpu_only_wheel_is_detected(fake_gpu):
 
 
 def test_pascal_warns_about_everything(fake_gpu):
-    fake_gpu("pascal")
+    fake_gpu("pascal", arch_list=["sm_60", "sm_70", "sm_75", "sm_80"])  # an older wheel that has sm_60
     r = report()
     assert r.ok
     for row in ("FP16 Tensor Cores", "BF16 native", "TF32"):
@@ -63,12 +55,10 @@ def test_ada_4090d_has_fp8_and_half_rate_peak(fake_gpu):
     fake_gpu("ada")
     r = report()
     assert all(r[x].status is Status.OK for x in ("FP16 Tensor Cores", "BF16 native", "TF32", "FP8"))
-    assert r["FP8"].value == "yes"
     assert r["compute capability"].value == "sm_89"
     assert r["SMs"].value == "114"
-    peak = peak_for("NVIDIA GeForce RTX 4090 D")
-    assert peak is not None and peak.gpu == "RTX 4090D"
-    assert peak.fp16 == pytest.approx(2 * peak.fp32)  # FP32-accumulate runs at half rate
+    assert r["FP8"].value.startswith("yes")
+    assert "RTX 4090D" in r["peak table"].value and "cited" in r["peak table"].value
 
 
 def test_hopper(fake_gpu):
@@ -102,70 +92,6 @@ def test_missing_package_fails(monkeypatch, fake_gpu):
     assert r["seaborn"].status is Status.FAIL and "pip install seaborn" in r["seaborn"].fix
 
 
-@pytest.mark.parametrize(
-    "cap,expected",
-    [
-        ((6, 1), dict(fp16_tensor_cores=False, bf16_native=False, tf32=False, fp8=False)),
-        ((7, 0), dict(fp16_tensor_cores=True, bf16_native=False, tf32=False, fp8=False)),
-        ((8, 0), dict(fp16_tensor_cores=True, bf16_native=True, tf32=True, fp8=False)),
-        ((8, 9), dict(fp16_tensor_cores=True, bf16_native=True, tf32=True, fp8=True)),
-        ((9, 0), dict(fp16_tensor_cores=True, bf16_native=True, tf32=True, fp8=True)),
-    ],
-)
-def test_chip_features(cap, expected):
-    assert chip_features(cap) == expected
-
-
-@pytest.mark.parametrize(
-    "name,key",
-    [
-        ("NVIDIA GeForce RTX 4090", "RTX 4090"),
-        ("NVIDIA GeForce RTX 4090 D", "RTX 4090D"),
-        ("NVIDIA GeForce RTX 3090", "RTX 3090"),
-        ("NVIDIA A100-SXM4-80GB", "A100"),
-        ("NVIDIA H100 80GB HBM3", "H100 SXM"),
-        ("NVIDIA H100 PCIe", "H100 PCIe"),
-        ("NVIDIA H200", "H200"),
-        ("NVIDIA L4", "L4"),
-        ("NVIDIA L40S", "L40S"),
-        ("Tesla T4", "T4"),
-        ("Tesla V100-SXM2-16GB", "V100"),
-        ("NVIDIA A10", "A10"),
-    ],
-)
-def test_peak_lookup(name, key):
-    assert peak_for(name) is PEAK_TFLOPS[key]
-
-
-def test_peak_unknown_and_table_sane():
-    assert peak_for("Some Future GPU") is None
-    for p in PEAK_TFLOPS.values():
-        assert p.fp32 > 0 and p.source
-        if p.fp16 is not None:
-            assert p.fp16 > p.fp32  # Tensor Cores are faster than plain FP32 everywhere listed
-
-
-def test_choose_device_order(fake_gpu, monkeypatch):
-    import fp16lab.env as env
-
-    fake_gpu("none")
-    assert choose_device().type == "cpu"
-    monkeypatch.setattr(env, "_mps_available", lambda: True)
-    assert choose_device().type == "mps"
-    fake_gpu("hopper")
-    monkeypatch.setattr(env, "_mps_available", lambda: True)
-    assert choose_device().type == "cuda"
-
-
-def test_choose_device_rejects_bad_values(fake_gpu):
-    fake_gpu("none")
-    with pytest.raises(ValueError, match="'tpu'"):
-        choose_device("tpu")
-    with pytest.raises(ValueError, match="no CUDA GPU"):
-        choose_device("cuda")
-    assert choose_device("cpu") == torch.device("cpu")
-
-
 def test_run_metadata_records_settings():
     meta = run_metadata("cpu")
     for key in ("device", "torch", "tf32_matmul", "tf32_cudnn", "mode", "date", "python"):
@@ -187,3 +113,56 @@ def test_cli_doctor_exit_status():
     out = subprocess.run([sys.executable, "-m", "fp16lab", "doctor"], capture_output=True, text=True)
     assert out.returncode == (0 if report().ok else 1), out.stderr
     assert "verdict:" in out.stdout
+
+
+def test_old_torch_fails_with_the_floor_and_a_fix(monkeypatch, fake_gpu):
+    fake_gpu("none")
+    monkeypatch.setattr(torch, "__version__", "2.6.0+cu124")
+    r = report()
+    assert not r.ok and r["torch"].status is Status.FAIL
+    assert "2.9" in r["torch"].fix and "pip install" in r["torch"].fix
+
+
+def test_volta_without_kernels_fails_and_names_the_wheel(fake_gpu):
+    fake_gpu("volta", arch_list=["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"])
+    r = report()
+    assert r["compute capability"].status is Status.FAIL
+    assert "cu126" in r["compute capability"].fix
+
+
+def test_arch_check_accepts_same_major_binaries_and_ptx(fake_gpu):
+    fake_gpu("ada", arch_list=["sm_80", "sm_86"])  # sm_86 binaries run on sm_89
+    assert report()["compute capability"].status is Status.OK
+    fake_gpu("hopper", arch_list=["sm_80", "compute_80"])  # PTX for 8.0 JIT-compiles on 9.0
+    assert report()["compute capability"].status is Status.OK
+
+
+def test_gtx16_has_no_tensor_cores(fake_gpu):
+    fake_gpu("gtx1660")
+    r = report()
+    assert r["FP16 Tensor Cores"].status is Status.WARN and "GTX 16" in r["FP16 Tensor Cores"].value
+
+
+def test_report_checks_its_argument_first(fake_gpu):
+    fake_gpu("hopper")
+    for bad in (-1, True, 1.0, "0", 5):
+        with pytest.raises(ValueError, match="device_index"):
+            report(bad)
+
+
+def test_profile_shown_and_unknown_profile_fails(fake_gpu, monkeypatch):
+    fake_gpu("hopper")
+    monkeypatch.setenv("FP16LAB_PROFILE", "rtx4090d")
+    r = report()
+    assert r["GPU"].value.startswith("NVIDIA GeForce RTX 4090 D")
+    assert r["hardware profile"].status is Status.WARN and "NVIDIA H200" in r["hardware profile"].value
+    assert r["memory"].value.startswith("24.0")
+    monkeypatch.setenv("FP16LAB_PROFILE", "rtx9999")
+    r = report()
+    assert not r.ok and "rtx4090d" in r["hardware profile"].fix
+
+
+def test_fix_text_renders_backticks_as_code(fake_gpu):
+    fake_gpu("none")
+    html = report()._repr_html_()
+    assert "<code>nvidia-smi</code>" in html and "`nvidia-smi`" not in html

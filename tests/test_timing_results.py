@@ -100,3 +100,36 @@ def test_load_reference_missing_says_so_and_returns_none(tmp_path, monkeypatch, 
     (tmp_path / "broken.json").write_text("[]")
     with pytest.raises(ValueError, match="not an fp16lab results file"):
         load_reference("broken")  # a file that exists but is wrong is an error, not a notice
+
+
+def test_measure_or_reference_live_measures_and_saves(tmp_path, monkeypatch, fake_gpu):
+    from fp16lab.results import measure_or_reference
+
+    fake_gpu("hopper")
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    monkeypatch.delenv("FP16LAB_QUICK", raising=False)
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("FP16LAB_REFERENCE_RUN", raising=False)
+    calls = []
+    m = measure_or_reference("thing", lambda: calls.append(1) or pd.DataFrame({"x": [1, 2]}))
+    assert m.live and calls == [1] and list(m.frame["x"]) == [1, 2]
+    assert m.meta["device"] == "NVIDIA H200" and m.meta["profile"] is None
+    frame, meta = load_results(tmp_path / "local" / "thing.json")
+    assert list(frame["x"]) == [1, 2] and meta["device_type"] == "cuda"
+
+
+def test_measure_or_reference_without_gpu_reads_the_reference(tmp_path, monkeypatch, capsys, fake_gpu):
+    from fp16lab.results import measure_or_reference
+
+    fake_gpu("none")
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    save_results(pd.DataFrame({"x": [3]}), tmp_path / "thing.json", {"device": "NVIDIA H200", "device_type": "cuda"})
+    m = measure_or_reference("thing", lambda: pytest.fail("must not measure without a GPU"))
+    frame, meta, live = m
+    assert not live and list(frame["x"]) == [3] and m.available
+    assert "COMMITTED GPU REFERENCE" in capsys.readouterr().out
+    m = measure_or_reference("missing", lambda: pytest.fail("must not measure"))
+    assert not m.available and m.meta is None
+    for bad in ("", "a/b", "x.json", None):
+        with pytest.raises(ValueError, match="name"):
+            measure_or_reference(bad, lambda: pd.DataFrame())

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-import fp16lab.env
+import fp16lab.precision
 import fp16lab.step
 from fp16lab.train import (
     History,
@@ -298,14 +298,15 @@ def test_unknown_precision(bad: object) -> None:
 
 
 def test_bf16_on_pre_ampere_gpu_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fp16lab.env, "cuda_capability", lambda device=0: (7, 5))
+    monkeypatch.setattr(fp16lab.precision, "cuda_capability", lambda device=0: (7, 5))
     monkeypatch.setattr(fp16lab.step, "resolve_device", lambda value, name="device": torch.device("cuda"))
     m = mlp()
     with pytest.raises(ValueError, match="bf16 needs native support.*sm_75"):
         fit(m, loader(), torch.optim.SGD(m.parameters(), lr=0.1), precision="bf16", device="cuda", progress=False)
 
 
-def test_fp16_on_cpu_warns() -> None:
+def test_fp16_on_cpu_warns(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fp16lab.precision, "_WARNED_CPU", set())  # said once per session
     with warnings.catch_warnings():
         warnings.resetwarnings()
         m = mlp()

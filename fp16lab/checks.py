@@ -1,0 +1,81 @@
+"""Argument validators: one place that says what a bad argument was and what is allowed.
+
+Every public entry point checks its arguments with these, once, before any work starts;
+private functions then take the parsed values. Each raises ``ValueError`` that names the
+argument, quotes the value and says what is allowed. ``bool`` is never accepted as a number.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+__all__ = [
+    "positive_int",
+    "non_negative_int",
+    "positive_float",
+    "one_of",
+    "boolean",
+    "instance",
+]
+
+T = TypeVar("T")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def positive_int(name: str, value: object, *, minimum: int = 1) -> int:
+    """``value`` as an ``int`` >= ``minimum`` (default 1); bools and floats are refused."""
+    if not _is_int(value) or int(value) < minimum:  # type: ignore[call-overload]
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return int(value)  # type: ignore[call-overload]
+
+
+def non_negative_int(name: str, value: object) -> int:
+    """``value`` as an ``int`` >= 0; bools and floats are refused."""
+    return positive_int(name, value, minimum=0)
+
+
+def positive_float(name: str, value: object, *, allow_zero: bool = False) -> float:
+    """``value`` as a finite ``float`` > 0 (>= 0 with ``allow_zero``); bools are refused."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(float(value))
+    if ok and (float(value) > 0 or (allow_zero and float(value) == 0)):  # type: ignore[arg-type]
+        return float(value)  # type: ignore[arg-type]
+    bound = ">= 0" if allow_zero else "> 0"
+    raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
+
+
+def one_of(name: str, value: object, allowed: Sequence[str]) -> str:
+    """``value`` when it is one of the strings in ``allowed`` (exact match)."""
+    if isinstance(value, str) and value in allowed:
+        return value
+    raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}; got {value!r}")
+
+
+def boolean(name: str, value: object) -> bool:
+    """``value`` when it is a real ``bool`` (not 0/1, not a string)."""
+    if isinstance(value, bool):
+        return value
+    raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
+def instance(name: str, value: T, types: "type | tuple[type, ...]", what: str) -> T:
+    """``value`` when it is an instance of ``types``; else a ValueError saying ``what`` is expected."""
+    if isinstance(value, types) and not (isinstance(value, bool) and bool not in _as_tuple(types)):
+        return value
+    raise ValueError(f"{name} must be {what}, got {_short(value)}")
+
+
+def _as_tuple(types: "type | tuple[type, ...]") -> tuple[type, ...]:
+    return types if isinstance(types, tuple) else (types,)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    if len(text) > 80:
+        text = text[:77] + "..."
+    return f"{text} ({type(value).__name__})"
