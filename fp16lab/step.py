@@ -82,11 +82,15 @@ def _check_core(model: object, optimizer: object, scaler: object) -> list[torch.
         raise ValueError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
     if scaler is not None and not isinstance(scaler, torch.amp.GradScaler):
         raise ValueError(f"scaler must be a torch.amp.GradScaler or None, got {type(scaler).__name__}")
-    params = _trainable(model)
+    held = {id(q) for g in optimizer.param_groups for q in g["params"]}
+    params, names = [], []  # one pass over the model (it costs as much as a small step's launches)
+    for n, q in model.named_parameters():
+        if q.requires_grad:
+            params.append(q)
+            if id(q) not in held:
+                names.append(n)
     if not params:
         raise ValueError("the model has no trainable parameters (all have requires_grad=False)")
-    held = {id(q) for g in optimizer.param_groups for q in g["params"]}
-    names = [n for n, q in model.named_parameters() if q.requires_grad and id(q) not in held]
     if names:
         raise ValueError(
             f"the optimizer does not hold {len(names)} of the model's trainable parameters "

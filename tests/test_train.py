@@ -11,6 +11,7 @@ import os
 import warnings
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
@@ -986,3 +987,36 @@ def test_fit_reads_the_scale_once_per_run(monkeypatch: pytest.MonkeyPatch) -> No
             loss_fn=_inf_on({2}), progress=False)
     assert calls["n"] == 1 and h["skipped"].tolist() == [i == 2 for i in range(1, 9)]
     assert h["scale"].tolist() == [2.0**16] + [2.0**15] * 7
+
+
+def test_resume_is_exact_with_left_over_micro_batches_and_evaluations(tmp_path: Path) -> None:
+    # 5 micro-batches an epoch, accum_steps=2: steps of 2, 2, 1 per epoch; crash after a save at an epoch's end
+    def setup():
+        model = mlp(0, dropout=0.2)
+        return model, torch.optim.Adam(model.parameters(), lr=1e-2), loader(40, 8, shuffle=True)
+
+    kw = dict(precision="fp32", steps=9, accum_steps=2, eval_loader=loader(16, 8), eval_every=3, progress=False)
+    m1, o1, l1 = setup()
+    torch.manual_seed(5)
+    full = fit(m1, l1, o1, **kw)
+    m2, o2, l2 = setup()
+    torch.manual_seed(5)
+    calls = {"n": 0}
+
+    def crashing(out, y):
+        calls["n"] += 1
+        if calls["n"] == 15:  # in step 7: steps 1-6 used 10 micro-batches, their 2 evaluations 4 calls
+            raise KeyboardInterrupt
+        return F.cross_entropy(out, y)
+
+    with pytest.raises(KeyboardInterrupt):
+        fit(m2, l2, o2, loss_fn=crashing, checkpoint=tmp_path / "r.pt", checkpoint_every=3, **kw)
+    assert torch.load(tmp_path / "r.pt", weights_only=True)["step"] == 6
+    m3, o3, l3 = setup()
+    torch.manual_seed(77)
+    resumed = fit(m3, l3, o3, checkpoint=tmp_path / "r.pt", resume=True, **kw)
+    assert resumed["samples"].tolist() == [16, 16, 8] * 3
+    cols = ["step", "epoch", "loss", "samples", "grad_norm", "val_loss"]
+    pd.testing.assert_frame_equal(pd.DataFrame(resumed[cols]), pd.DataFrame(full[cols]))
+    for pa, pb in zip(m1.parameters(), m3.parameters(), strict=True):
+        assert torch.equal(pa, pb)
