@@ -210,6 +210,10 @@ def _step(
             correct += (out.detach().argmax(1) == y).sum()
         else:
             classify = False
+    if not any(q.grad is not None for q in params):
+        model.zero_grad(set_to_none=True)
+        raise ValueError("none of the optimizer's parameters got a gradient from this model's loss: build the "
+                         "optimizer from model.parameters() of this model, after any change to the model")
     grad_norm = None
     if clip is not None or track_grad_norm:
         scaler.unscale_(optimizer)  # no-op when the scaler is disabled
@@ -263,12 +267,21 @@ def train_step(
     must return the batch mean, a 0-d tensor), no clipping, no scheduler, NCHW inputs, the
     gradient norm measured. Each micro-batch loss is weighted by its share of the step's
     samples, so the accumulated gradient equals that of one big batch, also for unequal
-    micro-batches. Expects the gradients to be cleared (``None``) on entry and leaves them so.
+    micro-batches. Clipping and the gradient norm cover the optimizer's parameters (a check
+    that it holds every trainable parameter of the model walks the whole model, so it is left
+    to :func:`fit`, once per run; an optimizer none of whose parameters got a gradient is
+    refused). Expects the gradients to be cleared (``None``) on entry and leaves them so.
     The inputs are moved with ``non_blocking=True`` (fast from pinned memory). The host waits
     for the device once, at the end, to read the numbers it returns (and once at the start,
     for the scale; :func:`fit` keeps that number instead).
     """
-    params = _check_core(model, optimizer, None)
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise ValueError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
+    params = [q for g in optimizer.param_groups for q in g["params"] if q.requires_grad]  # no walk of the model
+    if not params:
+        raise ValueError("the optimizer holds no trainable parameters (all have requires_grad=False)")
     if not isinstance(scaler, torch.amp.GradScaler):
         raise ValueError(f"scaler must be a torch.amp.GradScaler, got {type(scaler).__name__}")
     if not isinstance(batches, Sequence) or len(batches) == 0:

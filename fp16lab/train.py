@@ -397,10 +397,11 @@ def _check_divergence(plan: _Plan, step: int, r: StepResult, micro: Sequence[Bat
                            "(no GradScaler skips such a step: the weights are no longer finite). " + _advice(p))
     if p.uses_scaler and plan.min_scale is not None and r.scale < plan.min_scale:
         recent = sum(bool(x["skipped"]) for x in rows[-50:])
+        forward = "" if math.isfinite(r.loss) else ": the loss itself is not finite, the forward pass overflows"
         return _Divergence("scale", r.scale, (
             f"step {step}: the fp16 loss scale fell to {r.scale:g}, below min_scale={plan.min_scale:g} "
             f"({recent} of the last {min(len(rows), 50)} steps were skipped for inf/NaN gradients; last loss "
-            f"{r.loss:g}). A scale below min_scale is a heuristic sign of divergence (GradScaler itself does not "
+            f"{r.loss:g}{forward}). A scale below min_scale is a heuristic sign of divergence (GradScaler itself does not "
             "promise a scale >= 1); min_scale=None turns it off. " + _advice(p)))
     return None
 

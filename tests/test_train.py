@@ -533,9 +533,12 @@ def test_optimizer_missing_parameters_is_refused_before_training() -> None:
     ld = CountingLoader(loader(16, 8))
     with pytest.raises(ValueError, match=r"optimizer does not hold 2 .*3\.weight, 3\.bias.*after changing the model"):
         fit(m, ld, opt, precision="fp32", steps=2, progress=False)
-    with pytest.raises(ValueError, match="optimizer does not hold"):
-        train_step(m, opt, make_scaler("fp32", "cpu"), [data(8)[:]], precision="fp32")
     assert ld.iterated == 0 and _same_state(before, _state(m))
+    # train_step (called every step) does not walk the model; an optimizer of another model is still refused
+    with pytest.raises(ValueError, match="none of the optimizer's parameters got a gradient"):
+        train_step(m, torch.optim.SGD(mlp().parameters(), lr=0.1), make_scaler("fp32", "cpu"), [data(8)[:]],
+                   precision="fp32")
+    assert _same_state(before["model"], _state(m)["model"]) and all(q.grad is None for q in m.parameters())
     frozen = mlp()  # training part of a model on purpose: freeze the rest, then it is accepted
     for q in frozen[0].parameters():
         q.requires_grad_(False)
