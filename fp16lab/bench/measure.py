@@ -50,6 +50,7 @@ __all__ = [
     "finish_row",
     "time_box",
     "attempt",
+    "describe",
     "release",
     "skipped_row",
     "measure_single",
@@ -244,13 +245,23 @@ def attempt(session: Session, action: Callable[[], None], *, reset: bool = True)
         return True
     except Exception as e:  # reported in the row; the run goes on (Ctrl-C is not an Exception)
         status = "OOM" if is_oom(e) else "timeout" if isinstance(e, CompileTimeout) else "error"
-        text = str(e).strip()
-        first = text.splitlines()[0][:300] if text else ""
-        session.row.update(status=status, error=f"{type(e).__name__}: {first}")
+        session.row.update(status=status, error=describe(e))
         print(f"bench: {session.cfg.name} at batch {session.batch}: {status}: {session.row['error']}", file=sys.stderr)
     session.close()
     release(session.dev, session.cfg.compile and reset)
     return False
+
+
+def describe(e: BaseException) -> str:
+    """``Type: first line`` of an exception, and of the one it was raised while handling (a failed
+    CUDA-graph capture raises again when the capture is closed: the first error is the cause)."""
+
+    def line(x: BaseException) -> str:
+        text = str(x).strip()
+        return f"{type(x).__name__}: {text.splitlines()[0][:300] if text else ''}"
+
+    ctx = e.__cause__ or e.__context__
+    return line(e) + (f" (raised while handling {line(ctx)})" if ctx is not None else "")
 
 
 def release(dev: torch.device, compiled: bool) -> None:

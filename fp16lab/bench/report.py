@@ -265,7 +265,8 @@ def _targets_markdown(res: BenchResult) -> list[str]:
     for _, r in t.iterrows():
         stretch = f"; stretch {r['stretch']}: {r['stretch verdict']}" if r["stretch"] else ""
         src = f"{r['n']} {'rounds' if r['source'] == 'interleaved rounds' else 'single run'}" if r["n"] else ""
-        lines.append(f"| {r['target']} | {r['goal']} | {_cell(r['median'], '.3f')} | {_cell(r['spread'], '.3f')} "
+        spread = _cell(r["spread"], ".3f") if r["n"] > 1 else ""
+        lines.append(f"| {r['target']} | {r['goal']} | {_cell(r['median'], '.3f')} | {spread} "
                      f"| {src} | {r['verdict']}{stretch} |")
     return lines
 
