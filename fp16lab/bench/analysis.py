@@ -75,11 +75,11 @@ def _count(build: Any, size: int, classes: int, dev: torch.device) -> dict[str, 
     with dev:
         net = build(classes)
         x = torch.randn(2, 3, size, size)  # batch norm in training mode needs more than one value
-    with FlopCounterMode(display=False) as fwd:
-        net(x)
-    with FlopCounterMode(display=False) as both:
-        net(x).sum().backward()
-    return {"forward": fwd.get_total_flops() / 2.0, "train": both.get_total_flops() / 2.0}
+    with FlopCounterMode(display=False) as counter:
+        out = net(x)
+        forward = counter.get_total_flops()  # the running count after the forward pass
+        out.sum().backward()
+    return {"forward": forward / 2.0, "train": counter.get_total_flops() / 2.0}
 
 
 def add_mfu(frame: pd.DataFrame, flops_per_image: float, peak_tflops: float | None) -> pd.DataFrame:

@@ -53,6 +53,15 @@ class BenchResult:
         frame, meta = load_results(path)
         return cls(_numeric(frame), meta, Path(path), bool(meta.get("interrupted", False)))
 
+    @classmethod
+    def reference(cls, name: str) -> BenchResult | None:
+        """The committed GPU reference ``results/<name>.json``, printed with where it was measured;
+        None (with a notice) while it has not been recorded (:func:`fp16lab.results.load_reference`)."""
+        from fp16lab.results import load_reference
+
+        frame, meta = load_reference(name)
+        return None if frame is None or meta is None else cls(_numeric(frame), meta)
+
     def __repr__(self) -> str:
         head = f"BenchResult({len(self.frame)} rows, {self.metadata.get('device', '?')}, {self.metadata.get('mode', '?')} mode"
         head += ", INTERRUPTED" if self.interrupted else ""
