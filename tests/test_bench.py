@@ -545,6 +545,22 @@ def test_cli_bad_input_exits_2_with_the_allowed_values(tmp_path, capsys, monkeyp
     assert "--reference needs a CUDA GPU" in capsys.readouterr().err
 
 
+def test_cli_reference_plan_is_the_documented_one():
+    import argparse
+
+    from fp16lab.bench.cli import REFERENCE, _run_kwargs, add_bench_parser
+
+    parser = argparse.ArgumentParser()
+    add_bench_parser(parser.add_subparsers(dest="command"))
+    kw = _run_kwargs(parser.parse_args(["bench", "--reference"]), CPU)
+    assert kw["configs"] == REFERENCE["configs"] and kw["repeat"] == REFERENCE["repeat"] and kw["rounds"] == 5
+    assert kw["explore"] == REFERENCE["explore"] and kw["sweep_batch_sizes"] == [64, 128, 512]
+    assert kw["time_budget_s"] == 480 and kw["compile_timeout_s"] == 150 and kw["batch_sizes"] == [256]
+    assert kw["settings"] == BenchSettings(image_size=224, warmup=5, steps=10, windows=3)
+    kw = _run_kwargs(parser.parse_args(["bench", "--reference", "--rounds", "3", "--time-budget", "60"]), CPU)
+    assert kw["rounds"] == 3 and kw["time_budget_s"] == 60
+
+
 def test_cli_entry_is_registered():
     import argparse
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -72,7 +73,7 @@ def _run_kwargs(args: argparse.Namespace, dev: torch.device) -> dict[str, Any]:
     cuda = dev.type == "cuda"
     return {
         "configs": _given(args.configs, REFERENCE["configs"] if ref else None),
-        "batch_sizes": _given(args.batch_sizes, pick(quick=[8], full=[256])),
+        "batch_sizes": _given(args.batch_sizes, [256] if ref else pick(quick=[8], full=[256])),
         "repeat": _given(args.repeat, REFERENCE["repeat"] if ref else None),
         "rounds": _given(args.rounds, REFERENCE["rounds"] if ref else pick(quick=3, full=5, smoke=3)),
         "sweep_batch_sizes": _given(args.sweep, REFERENCE["sweep"] if ref else pick(quick=[], full=[64, 128, 512])),
@@ -103,11 +104,19 @@ def _bench_cli(args: argparse.Namespace) -> int:
         kwargs = _run_kwargs(args, dev)
         launched = bool(sys.argv) and Path(sys.argv[0]).name in ("__main__.py", "fp16lab")
         cmd = "python -m fp16lab " + " ".join(sys.argv[1:]) if launched else None
-        return _report(run_benchmark(model, output=output, metadata={"command": cmd} if cmd else None,
-                                     **_announce(dev, kwargs)), args, dev)
+        res = run_benchmark(model, output=output, metadata={"command": cmd} if cmd else None, **_announce(dev, kwargs))
+        rc = _report(res, args, dev)
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if launched and not res.frame.empty and (res.frame["status"] == "timeout").any():
+        # A compile stopped by its time box leaves torch.compile's worker threads with queued kernel
+        # compilations, which a normal exit would wait for. The results are saved: exit now.
+        print("a compile was stopped by its time box: exiting without waiting for its workers", file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(rc)
+    return rc
 
 
 def _announce(dev: torch.device, kwargs: dict[str, Any]) -> dict[str, Any]:
