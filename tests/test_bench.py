@@ -340,6 +340,36 @@ def test_compile_time_box_makes_a_timeout_row():
     assert row["status"] == "timeout" and "within its time box of 0.3 s" in row["error"]
 
 
+def test_kernel_kinds_and_the_step_breakdown():
+    from fp16lab.bench.profile import breakdown, kernel_kind
+
+    names = {
+        "void cudnn::ops::nchwToNhwcKernel<__half, __half, float, false, true>": "layout transposes",
+        "sm90_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc": "convolution / matmul",
+        "triton_per_fused__native_batch_norm_legit_functional_relu_12": "batch norm",
+        "void at::native::vectorized_elementwise_kernel<4, at::native::threshold_kernel_impl>": "elementwise",
+        "void at::native::multi_tensor_apply_kernel<FusedAdamMathFunctor<c10::Half>>": "optimizer and scaler",
+        "void at::native::amp_update_scale_cuda_kernel(float*, int*, float const*)": "optimizer and scaler",
+        "void (anonymous namespace)::cunn_SoftMaxForward<4, float>": "loss",
+        "Memset (Device)": "other",
+    }
+    assert {n: kernel_kind(n) for n in names} == names
+    t = breakdown([(n, 1000.0) for n in names], steps=2, step_ms=10.0).set_index("kind")
+    assert t.loc["optimizer and scaler", "ms_per_step"] == pytest.approx(1.0)  # two kernels, 1 ms each over 2 steps
+    assert t.loc["GPU idle (launch gaps, host)", "ms_per_step"] == pytest.approx(10.0 - 4.0)
+    assert t["share_of_step"].sum() == pytest.approx(1.0)
+
+
+def test_profile_is_recorded_in_the_metadata_and_a_failed_one_says_why():
+    from fp16lab.bench import profile_table
+
+    res, _ = fake_run(["article", RECOMMENDED], ["article", RECOMMENDED], {}, profile=[RECOMMENDED])
+    assert list(res.metadata["step_profile"]) == [RECOMMENDED]  # a CPU cannot profile kernels: recorded
+    assert "need a CUDA GPU" in profile_table(res.metadata).loc["error", RECOMMENDED]
+    with pytest.raises(ValueError, match="must be among the repeated configurations"):
+        fake_run(["article", RECOMMENDED], ["article"], {}, profile=[RECOMMENDED])
+
+
 def test_sweep_and_exploration_follow_the_comparison():
     res, log = fake_run(["fp32_default", "bf16"], [], {}, batch=4, sweep_batch_sizes=[2, 4],
                         sweep_configs=["fp32_default"], explore=["fp16_cl_graph"])
@@ -497,7 +527,10 @@ def test_readme_section_tables_plot_and_article_claim(tmp_path):
     matplotlib.use("Agg")
     path = tmp_path / "r.json"
     meta = {"device": "FAKE GPU", "date": "2026-01-01", "torch": "x",
-            "benchmark": {"model": "resnet50", "windows": 3, "steps": 10, "rounds": 3}}
+            "benchmark": {"model": "resnet50", "windows": 3, "steps": 10, "rounds": 3},
+            "step_profile": {RECOMMENDED: [{"kind": "batch norm", "ms_per_step": 10.0, "share_of_step": 0.25},
+                                           {"kind": "GPU idle (launch gaps, host)", "ms_per_step": 30.0,
+                                            "share_of_step": 0.75}]}}
     BenchResult(_fake_frame(), meta).save(path)
     md = readme_section(path)
     assert (tmp_path / "r.png").stat().st_size > 1000
@@ -506,6 +539,7 @@ def test_readme_section_tables_plot_and_article_claim(tmp_path):
     assert "| FP32, true (TF32 off) | 256 | OOM |" in md
     assert f"| **{CONFIGS[RECOMMENDED].label}** | 256 | 205 |" in md
     assert "| compiled / article's loop | >= 2.4 | 2.380 | 0.070 | 3 rounds | within noise; stretch >= 2.6: missed |" in md
+    assert f"| share of a step (profiled) | {CONFIGS[RECOMMENDED].label} |" in md and "| batch norm | 25% |" in md
     assert "| also tried (single runs) |" in md and CONFIGS["fp16_cl_fused_compile_reduce_overhead"].label in md
 
 

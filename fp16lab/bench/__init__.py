@@ -6,7 +6,7 @@ article's loop verbatim, the current-API step, torch.compile, CUDA-graph capture
 :mod:`~fp16lab.bench.measure` (:func:`bench_one`: one configuration, timed with
 :func:`fp16lab.timing.time_windows`), :mod:`~fp16lab.bench.run` (:func:`run_benchmark`:
 interleaved rounds, sweep, exploration), :mod:`~fp16lab.bench.analysis` (FLOPs, MFU, the
-targets), :mod:`~fp16lab.bench.report` (:class:`BenchResult`, tables, plots, README markdown)
+targets), :mod:`~fp16lab.bench.profile` (where a step's GPU time goes), :mod:`~fp16lab.bench.report` (:class:`BenchResult`, tables, plots, README markdown)
 and :mod:`~fp16lab.bench.cli` (``python -m fp16lab bench``).
 
 The recommended recipe (:data:`RECOMMENDED`) is FP16 autocast + GradScaler + channels_last +
@@ -34,7 +34,14 @@ from fp16lab.bench.configs import (
     unsupported_reason,
 )
 from fp16lab.bench.measure import Session, bench_one
-from fp16lab.bench.report import BenchResult, comparison_table, plot_results, readme_section, side_by_side
+from fp16lab.bench.report import (
+    BenchResult,
+    comparison_table,
+    plot_results,
+    profile_table,
+    readme_section,
+    side_by_side,
+)
 from fp16lab.bench.run import run_benchmark
 from fp16lab.bench.steps import article_loop, article_scaler, capture_step
 
@@ -70,6 +77,7 @@ __all__ = [
     "parse_configs",
     "parse_model",
     "plot_results",
+    "profile_table",
     "readme_section",
     "run_benchmark",
     "side_by_side",

@@ -15,6 +15,7 @@ import torch
 from fp16lab.bench.configs import (
     ARTICLE_CLAIM,
     COMPARISON,
+    COMPILED,
     CONFIGS,
     EXPLORE,
     RECOMMENDED,
@@ -22,7 +23,7 @@ from fp16lab.bench.configs import (
     BenchSettings,
     default_settings,
 )
-from fp16lab.bench.report import BenchResult, plot_results, readme_section
+from fp16lab.bench.report import BenchResult, plot_results, profile_table, readme_section
 from fp16lab.bench.run import run_benchmark
 from fp16lab.config import is_quick, pick
 
@@ -31,10 +32,12 @@ __all__ = ["add_bench_parser", "main", "REFERENCE"]
 REFERENCE: dict[str, Any] = {
     "configs": list(COMPARISON), "repeat": list(REPEATED), "rounds": 5, "explore": list(EXPLORE),
     "sweep": [64, 128, 512], "sweep_configs": [RECOMMENDED], "time_budget_s": 480.0, "compile_timeout_s": 150.0,
+    "profile": ["article", RECOMMENDED, COMPILED],
     "settings": BenchSettings(image_size=224, warmup=5, steps=10, windows=3),
 }
 """The committed reference run (``--reference``): ResNet-50 at batch 256, every comparison row, the
-targets' configurations in 5 interleaved rounds, a sweep of the recipe, and the exploration; no
+targets' configurations in 5 interleaved rounds (the article's loop and both recipes profiled after
+them: where the step's time goes), a sweep of the recipe, and the exploration; no
 new measurement starts after 480 s and a compile gets at most 150 s, so it ends within about 9 minutes."""
 
 
@@ -83,6 +86,7 @@ def _run_kwargs(args: argparse.Namespace, dev: torch.device) -> dict[str, Any]:
         "precisions": args.precisions, "settings": _settings(args), "device": dev, "task": args.task,
         "time_budget_s": _given(args.time_budget, REFERENCE["time_budget_s"] if ref else None),
         "compile_timeout_s": _given(args.compile_timeout, REFERENCE["compile_timeout_s"] if ref else None),
+        "profile": _given(args.profile, REFERENCE["profile"] if ref else []),
         "progress": not args.no_progress,
     }
 
@@ -142,6 +146,10 @@ def _report(res: BenchResult, args: argparse.Namespace, dev: torch.device) -> in
             if (res.frame.get("part") == part).any():
                 print(f"\n{title}")
                 print(res.table(part).drop(columns=["label"]).to_string(index=False))
+        prof = profile_table(m)
+        if not prof.empty:
+            print("\nshare of a step by kind of kernel (profiled after the rounds)")
+            print(prof.to_string(float_format=lambda v: f"{v:.1%}"))
         if b["task"] == "train":
             print("\ntargets (set for the H200 at batch 256)")
             print(res.targets().drop(columns=["values", "batch"]).to_string(index=False))
@@ -186,6 +194,8 @@ def add_bench_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]")
     a("--explore-configs", nargs="*", default=None, help="exploration configurations (implies --explore)")
     a("--reference", action="store_true", help="the committed reference run (see fp16lab.bench.cli.REFERENCE); "
       "writes results/bench_<model>_<gpu>.json, .csv and .png unless --output")
+    a("--profile", nargs="*", default=None, help="repeated configurations to profile after the rounds (CUDA): "
+      "kernel time by kind and GPU idle, stored in the metadata")
     a("--output", default=None, help="results JSON (default results/local/bench_<model>.json; a CSV beside it)")
     a("--windows", type=int, default=None, help="timed windows per measurement and round (default 3; quick: 2)")
     a("--steps", type=int, default=None, help="steps per timed window (default 10; quick: 1)")

@@ -15,7 +15,15 @@ from fp16lab.bench.configs import ARTICLE_CLAIM, CONFIGS, RECOMMENDED, validate_
 from fp16lab.checks import one_of
 from fp16lab.results import load_results, save_results
 
-__all__ = ["BenchResult", "PARTS", "comparison_table", "side_by_side", "plot_results", "readme_section"]
+__all__ = [
+    "BenchResult",
+    "PARTS",
+    "comparison_table",
+    "profile_table",
+    "side_by_side",
+    "plot_results",
+    "readme_section",
+]
 
 PARTS = ("comparison", "repeat", "sweep", "explore")
 _NUMERIC = (
@@ -145,6 +153,22 @@ def comparison_table(frame: pd.DataFrame, part: str = "comparison") -> pd.DataFr
     return pd.DataFrame(rows, columns=cols)
 
 
+def profile_table(metadata: dict[str, Any]) -> pd.DataFrame:
+    """Share of the measured step per kind of kernel (and GPU idle), one column per profiled config.
+
+    From a run's ``metadata["step_profile"]`` (``run_benchmark(..., profile=[...])``); empty when none
+    was recorded. A profile that failed shows its error in a row ``error``.
+    """
+    cols: dict[str, pd.Series] = {}
+    for name, rows in (metadata.get("step_profile") or {}).items():
+        f = pd.DataFrame(rows)
+        if "error" in f:
+            cols[name] = pd.Series({"error": f["error"].iloc[0]})
+        else:
+            cols[name] = f.set_index("kind")["share_of_step"]
+    return pd.DataFrame(cols)
+
+
 def side_by_side(
     results: dict[str, BenchResult], *, fp32: str = "fp32_default", half: str = "article", batch: int | None = None
 ) -> pd.DataFrame:
@@ -260,7 +284,7 @@ def readme_section(results: "str | os.PathLike[str]", png: "str | os.PathLike[st
             f"| {name} | {r['batch']} | {_cell(r['img/s'], '.0f')} | {_cell(r['MFU'], '.1%')} | {_cell(r['GB'], '.1f')} "
             f"| {_cell(r['first step s'], '.0f')} | {_cell(r['x_article'], '.2f')} | {_cell(r['x_fp32_default'], '.2f')} |"
         )
-    lines += ["", *_targets_markdown(res), *_explore_markdown(res), "",
+    lines += ["", *_targets_markdown(res), *_explore_markdown(res), *_profile_markdown(res), "",
               f"The article's claim ({ARTICLE_CLAIM['gpu']}, batch not stated; cited): "
               + ", ".join(f"{r['precision']} {r['img_per_s']:.0f} images/s, {r['memory_gb']} GB" for r in ARTICLE_CLAIM["rows"])
               + ".", "",
@@ -288,4 +312,15 @@ def _explore_markdown(res: BenchResult) -> list[str]:
     for _, r in t.iterrows():
         lines.append(f"| {r['label']} | {_cell(r['img/s'], '.0f')} | {_cell(r['x_article'], '.2f')} "
                      f"| {_cell(r['first step s'], '.0f')} | {str(r['note']).replace('|', '/')[:100]} |")
+    return lines
+
+
+def _profile_markdown(res: BenchResult) -> list[str]:
+    t = profile_table(res.metadata)
+    if t.empty:
+        return []
+    names = [CONFIGS[c].label if c in CONFIGS else c for c in t.columns]
+    lines = ["", "| share of a step (profiled) | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for kind, r in t.iterrows():
+        lines.append(f"| {kind} | " + " | ".join(_cell(v, ".0%") if not isinstance(v, str) else v[:60] for v in r) + " |")
     return lines

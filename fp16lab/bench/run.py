@@ -37,6 +37,7 @@ from fp16lab.bench.measure import (
     Opener,
     Session,
     attempt,
+    describe,
     finish_row,
     measure_single,
     release,
@@ -69,6 +70,7 @@ class Plan:
     explore: list[BenchConfig]
     time_budget_s: float | None
     compile_timeout_s: float | None
+    profile: list[str]
 
     @property
     def singles(self) -> list[BenchConfig]:
@@ -103,7 +105,7 @@ def make_plan(model: ModelArg, configs: Sequence[ConfigArg] | None, batch_sizes:
               repeat: Sequence[ConfigArg] | None, rounds: int, sweep_batch_sizes: Sequence[int],
               sweep_configs: Sequence[ConfigArg], explore: Sequence[ConfigArg], precisions: Sequence[str] | None,
               settings: BenchSettings | None, device: "torch.device | str | None", task: str,
-              time_budget_s: float | None, compile_timeout_s: float | None) -> Plan:
+              time_budget_s: float | None, compile_timeout_s: float | None, profile: Sequence[ConfigArg] = ()) -> Plan:
     """Every argument checked before any work; see :func:`run_benchmark`."""
     spec = parse_model(model)
     one_of("task", task, TASKS)
@@ -125,10 +127,13 @@ def make_plan(model: ModelArg, configs: Sequence[ConfigArg] | None, batch_sizes:
     clash = [c.name for c in exp if c.name in names]
     if clash:
         raise ValueError(f"explore: {clash!r} are already in the comparison; an exploration row is measured once")
+    prof = [c.name for c in parse_configs(profile, name="profile")]
+    if any(n not in [c.name for c in rep] for n in prof):
+        raise ValueError(f"profile: {prof!r} must be among the repeated configurations {[c.name for c in rep]!r}")
     s = default_settings() if settings is None else instance("settings", settings, BenchSettings, "a BenchSettings")
     return Plan(spec, dev, task, s, sizes, cfgs, rep, positive_int("rounds", rounds), sweep, exp,
                 _optional_seconds("time_budget_s", time_budget_s),
-                _optional_seconds("compile_timeout_s", compile_timeout_s))
+                _optional_seconds("compile_timeout_s", compile_timeout_s), prof)
 
 
 def _peak_and_flops(plan: Plan) -> dict[str, Any]:
@@ -283,8 +288,23 @@ class _Runner:
                 self.add(sess.row, "comparison")
             self.bar.update(len(self.plan.repeat))
         for sess in open_:
+            if sess.cfg.name in self.plan.profile and self.left() > 0:
+                self._profile(sess, times[id(sess)])
             self.add(_aggregate(sess.close(), times[id(sess)], batch, self.plan.settings.steps), "comparison")
         release(self.plan.dev, any(c.compile for c in self.plan.repeat))
+
+    def _profile(self, sess: Session, rounds: list[list[float]]) -> None:
+        """Where the step's time goes (kernel kinds and GPU idle): stored in the metadata."""
+        from fp16lab.bench.profile import breakdown, profile_steps
+
+        self.bar.set_postfix_str(f"profile {sess.cfg.name}")
+        store = self.result.metadata.setdefault("step_profile", {})
+        step_ms = 1e3 * statistics.median(t for secs in rounds for t in secs) / self.plan.settings.steps
+        try:
+            table = breakdown(profile_steps(sess), 5, step_ms)
+            store[sess.cfg.name] = [{k: _clean(v) for k, v in r.items()} for r in table.to_dict("records")]
+        except Exception as e:  # a profile is extra: its failure is recorded, the run goes on
+            store[sess.cfg.name] = [{"kind": "error", "error": describe(e)}]
 
     def _open(self, sess: Session) -> None:
         with time_box(self.timeout() if sess.cfg.compile else None, sess.cfg.name):
@@ -346,6 +366,7 @@ def run_benchmark(
     metadata: dict[str, Any] | None = None,
     time_budget_s: float | None = None,
     compile_timeout_s: float | None = None,
+    profile: Sequence[ConfigArg] = (),
     opener: Opener | None = None,
 ) -> BenchResult:
     """Measure the comparison at each batch size, then an optional sweep and exploration.
@@ -360,7 +381,9 @@ def run_benchmark(
     of those precisions; ``settings=default_settings()``; ``task='train'``; ``output=None`` (else
     JSON + CSV, saved after every row); ``time_budget_s=None`` (when set, nothing new starts
     after it and rounds stop early); ``compile_timeout_s=None`` (a time box for building,
-    compiling and warming up a compiled configuration; POSIX only). Every argument is checked
+    compiling and warming up a compiled configuration; POSIX only); ``profile=()`` (repeated
+    configurations whose kernel time by kind is profiled after the rounds, on CUDA, into the
+    metadata's ``step_profile``: :mod:`fp16lab.bench.profile`). Every argument is checked
     before the first measurement. An OOM, a configuration the device cannot run, a failure or a
     time-out becomes a row saying so and the run goes on; Ctrl-C keeps (and saves) the rows so
     far with ``interrupted=True``. ``metadata`` is merged into the stored metadata; ``opener``
@@ -368,7 +391,8 @@ def run_benchmark(
     """
     plan = make_plan(model, configs, batch_sizes, repeat=repeat, rounds=rounds, sweep_batch_sizes=sweep_batch_sizes,
                      sweep_configs=sweep_configs, explore=explore, precisions=precisions, settings=settings,
-                     device=device, task=task, time_budget_s=time_budget_s, compile_timeout_s=compile_timeout_s)
+                     device=device, task=task, time_budget_s=time_budget_s, compile_timeout_s=compile_timeout_s,
+                     profile=profile)
     out = validate_output(output) if output is not None else None
     boolean("progress", progress)
     if metadata is not None:
