@@ -197,7 +197,7 @@ def _train_step_runner(
     y: torch.Tensor,
     dev: torch.device,
 ) -> Runner:
-    from fp16lab.train import make_scaler, train_step
+    from fp16lab.step import make_scaler, train_step
 
     scaler = make_scaler(cfg.precision, dev)
     module = model if isinstance(model, nn.Module) else net
