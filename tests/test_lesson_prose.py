@@ -26,7 +26,6 @@ NOT_YET_FIXED = {
     "01_fp16_numerics.ipynb",
     "03_tensor_core_alignment.ipynb",
     "04_pitfalls.ipynb",
-    "05_benchmarking.ipynb",
     "07_transformers.ipynb",
 }
 
@@ -86,13 +85,13 @@ def test_next_link_rules():
     assert next_link_problem(nb, "01_b.ipynb", order) is None
     with pytest.raises(ValueError, match="lesson must be one of"):
         next_link_problem(nb, "02_c.ipynb", order)
-    gap = [Path("05_a.ipynb"), Path("07_c.ipynb")]  # lesson 06 is still being written
-    nb.cells[-1].source = "- Next: [lesson 06](06_b.ipynb)"
-    assert next_link_problem(nb, "05_a.ipynb", gap) is None
-    nb.cells[-1].source = "- Next: [lesson 07](07_c.ipynb)"
-    assert next_link_problem(nb, "05_a.ipynb", gap) is None
-    nb.cells[-1].source = "- Next: [lesson 08](08_d.ipynb)"
-    assert next_link_problem(nb, "05_a.ipynb", gap) is not None
+    gap = [Path("07_transformers.ipynb"), Path("10_multi_gpu.ipynb")]  # 08 and 09 are being written
+    nb.cells[-1].source = "- Next: [lesson 08](08_inference.ipynb)"  # the planned next lesson
+    assert next_link_problem(nb, "07_transformers.ipynb", gap) is None
+    nb.cells[-1].source = "- Next: [lesson 10](10_multi_gpu.ipynb)"  # the next one present
+    assert next_link_problem(nb, "07_transformers.ipynb", gap) is None
+    nb.cells[-1].source = "- Next: [lesson 08](08_whatever.ipynb)"  # neither: a stale or wrong name
+    assert next_link_problem(nb, "07_transformers.ipynb", gap) is not None
 
 
 def test_lint_lists_problems_per_lesson(tmp_path):

@@ -24,11 +24,18 @@ __all__ = [
     "start_page",
     "lessons",
     "LESSON_GLOB",
+    "CURRICULUM",
 ]
 
 ROOT_ENV = "FP16LAB_ROOT"
 PROJECT_NAME = "fp16lab"
 LESSON_GLOB = "[0-9][0-9]_*.ipynb"
+# The series as planned (DESIGN.md), by file stem: lessons link the next one even before it exists.
+CURRICULUM = (
+    "00_setup_and_verify", "01_fp16_numerics", "02_amp_training_loop", "03_tensor_core_alignment",
+    "04_pitfalls_numerics", "05_pitfalls_speed_memory", "06_benchmarking", "07_transformers",
+    "08_inference", "09_fp8", "10_multi_gpu",
+)
 
 _SECTION = re.compile(r"^\s*\[([^\]]+)\]\s*$")
 _NAME = re.compile(r"""^\s*name\s*=\s*["']([^"']+)["']""")

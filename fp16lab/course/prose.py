@@ -13,7 +13,7 @@ from elsewhere, on that same source line, by one of :data:`MARKERS`:
 Dimensions (``4096×4096``, ``3x3``) and numbers inside URLs are not units.
 
 **Next-lesson links.** Each lesson's last markdown cell links the next lesson's file
-(``[lesson 01](01_fp16_numerics.ipynb)``), or the one numbered next while it is being written;
+(``[lesson 01](01_fp16_numerics.ipynb)``), or the planned next one while it is being written;
 the last lesson links the start page ``README.md``.
 """
 
@@ -81,9 +81,9 @@ def next_link_problem(nb: Any, lesson: "str | Path", lessons: "list[Path] | None
     """Why the last markdown cell of ``nb`` lacks its link to what comes next, or None.
 
     The next lesson is the one after ``lesson`` in ``lessons`` (default: the lessons beside it);
-    a link to the lesson numbered one higher (``NN+1_*.ipynb``) also counts, so that a lesson can
-    point at the next one while that is still being written. After the last lesson, the link goes
-    to the start page ``README.md``.
+    a link to the curriculum's lesson numbered one higher (:data:`~fp16lab.course.paths.CURRICULUM`)
+    also counts, so that a lesson can point at the next one while that is still being written.
+    After the last lesson, the link goes to the start page ``README.md``.
     """
     path = Path(lesson)
     order = [p.name for p in (lessons if lessons is not None else _paths.lessons(path.parent))]
@@ -91,12 +91,13 @@ def next_link_problem(nb: Any, lesson: "str | Path", lessons: "list[Path] | None
         raise ValueError(f"lesson must be one of {order}, got {path.name!r}")
     i = order.index(path.name)
     target = order[i + 1] if i + 1 < len(order) else "README.md"
-    following = f"{int(path.name[:2]) + 1:02d}_" if path.name[:2].isdigit() else None
+    number = int(path.name[:2]) + 1 if path.name[:2].isdigit() else -1
+    planned = {f"{stem}.ipynb" for stem in _paths.CURRICULUM if stem.startswith(f"{number:02d}_")}
     md = [c for c in nb.cells if c.get("cell_type") == "markdown"]
     if not md:
         return f"no markdown cell to end with a link to {target}"
     links = [Path(t).name for t in _LINK.findall(_source(md[-1]))]
-    if following and any(n.startswith(following) and n.endswith(".ipynb") for n in links):
+    if planned & set(links):
         return None
     if target not in links:
         return (f"its last markdown cell does not link the next step: add e.g. "
