@@ -18,6 +18,9 @@ Submodules, by job:
 - ``align``: Tensor Core alignment: audit, padding, matmul sweeps
 - ``debug``: dtype trace under autocast, first non-finite layer, peak memory, batch search
 - ``bench``: training/inference throughput and peak memory, honestly timed
+- ``infer``, ``graphs``, ``islands``, ``decode``: inference in FP16/BF16 (cast or autocast,
+  latency/throughput sweeps, accuracy against FP32), CUDA graphs and compile with their setup
+  time, FP32 islands, and KV-cache decoding as a memory-bandwidth problem
 - ``timing``, ``results``: timing helpers; result files with their metadata
 - ``outputs``, ``workshop``: notebook outputs policy; student copies for workshops
 """
@@ -32,10 +35,14 @@ __all__ = [
     "config",
     "data",
     "debug",
+    "decode",
     "device",
     "env",
     "gpt",
+    "graphs",
     "hardware",
+    "infer",
+    "islands",
     "lm_data",
     "numerics",
     "outputs",
