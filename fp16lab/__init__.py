@@ -14,6 +14,8 @@ Submodules, by job:
 - ``data``: learnable image data generated locally (nothing is downloaded)
 - ``gpt``, ``lm_data``: a small GPT (KV-cache decoding, FLOPs per token) and a synthetic
   language with a known entropy floor, for the transformer lessons
+- ``lm``, ``optim``: training and measuring that GPT per precision (excess loss, tokens/s,
+  MFU, memory); AdamW for 16-bit weights (Kahan summation or an FP32 master copy)
 - ``train``: the AMP training step and loop, history, checkpoints with the scaler
 - ``align``: Tensor Core alignment: audit, padding, matmul sweeps
 - ``debug``: dtype trace under autocast, first non-finite layer, peak memory, batch search
@@ -21,6 +23,8 @@ Submodules, by job:
 - ``infer``, ``graphs``, ``islands``, ``decode``: inference in FP16/BF16 (cast or autocast,
   latency/throughput sweeps, accuracy against FP32), CUDA graphs and compile with their setup
   time, FP32 islands, and KV-cache decoding as a memory-bandwidth problem
+- ``distributed``: several processes (gloo on CPUs, NCCL on GPUs): launching ranks with hard
+  timeouts, DDP + AMP, 16-bit gradient hooks, FSDP2 mixed-precision policies
 - ``timing``, ``results``: timing helpers; result files with their metadata
 - ``outputs``, ``workshop``: notebook outputs policy; student copies for workshops
 """
@@ -37,14 +41,17 @@ __all__ = [
     "debug",
     "decode",
     "device",
+    "distributed",
     "env",
     "gpt",
     "graphs",
     "hardware",
     "infer",
     "islands",
+    "lm",
     "lm_data",
     "numerics",
+    "optim",
     "outputs",
     "precision",
     "results",
