@@ -1,6 +1,6 @@
 """CUDA graphs and torch.compile for inference, each with the time it costs to set up.
 
-Why: a small batch is launch-bound (lesson 04: the GPU waits while Python launches each kernel).
+Why: a small batch is launch-bound (the GPU waits while Python launches each kernel: the pitfalls lesson).
 A CUDA graph records the kernels of one call once and replays them all with a single launch;
 ``torch.compile(mode="reduce-overhead")`` compiles (fusing kernels) and captures CUDA graphs for you.
 Both cost time up front, which a fair comparison counts:
