@@ -17,6 +17,8 @@ Submodules, by job:
 - ``train``: the AMP training step and loop, history, checkpoints with the scaler
 - ``align``: Tensor Core alignment: audit, padding, matmul sweeps
 - ``debug``: dtype trace under autocast, first non-finite layer, peak memory, batch search
+- ``memory``: tensor-level memory accounting (in-place ops), allocator caps, OOM rows,
+  fragmentation and ``expandable_segments`` (in a child process), memory snapshots as tables
 - ``bench``: training/inference throughput and peak memory, honestly timed
 - ``timing``, ``results``: timing helpers; result files with their metadata
 - ``outputs``, ``workshop``: notebook outputs policy; student copies for workshops
@@ -37,6 +39,7 @@ __all__ = [
     "gpt",
     "hardware",
     "lm_data",
+    "memory",
     "numerics",
     "outputs",
     "precision",
