@@ -14,12 +14,16 @@ Submodules, by job:
 - ``data``: learnable image data generated locally (nothing is downloaded)
 - ``gpt``, ``lm_data``: a small GPT (KV-cache decoding, FLOPs per token) and a synthetic
   language with a known entropy floor, for the transformer lessons
+- ``lm``, ``optim``: training and measuring that GPT per precision (excess loss, tokens/s,
+  MFU, memory); AdamW for 16-bit weights (Kahan summation or an FP32 master copy)
 - ``train``: the AMP training step and loop, history, checkpoints with the scaler
 - ``align``: Tensor Core alignment: audit, padding, matmul sweeps
 - ``debug``: dtype trace under autocast, first non-finite layer, peak memory, batch search
 - ``memory``: tensor-level memory accounting (in-place ops), allocator caps, OOM rows,
   fragmentation and ``expandable_segments`` (in a child process), memory snapshots as tables
 - ``bench``: training/inference throughput and peak memory, honestly timed
+- ``distributed``: several processes (gloo on CPUs, NCCL on GPUs): launching ranks with hard
+  timeouts, DDP + AMP, 16-bit gradient hooks, FSDP2 mixed-precision policies
 - ``timing``, ``results``: timing helpers; result files with their metadata
 - ``outputs``, ``workshop``: notebook outputs policy; student copies for workshops
 """
@@ -35,12 +39,15 @@ __all__ = [
     "data",
     "debug",
     "device",
+    "distributed",
     "env",
     "gpt",
     "hardware",
+    "lm",
     "lm_data",
     "memory",
     "numerics",
+    "optim",
     "outputs",
     "precision",
     "results",

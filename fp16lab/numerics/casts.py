@@ -1,0 +1,188 @@
+"""Cast statistics: how many values a format keeps, flushes to zero or overflows, after a loss scale."""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from fp16lab.checks import positive_float
+from fp16lab.numerics.formats import FormatInfo, FormatLike, _as_float64, _describe, _round, format_info
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["CastStats", "cast_stats"]
+
+
+# --------------------------------------------------------------------------- cast statistics
+
+_CATEGORIES = ("normal", "subnormal", "zero", "underflow", "overflow", "nonfinite")
+_CHUNK = 1 << 22  # elements per float64 work chunk (32 MiB)
+
+
+@dataclass(frozen=True)
+class CastStats:
+    """Where the elements of some tensors land when scaled and cast to a format.
+
+    Categories (they add up to ``total``): ``normal`` and ``subnormal`` (non-zero after
+    the cast), ``zero`` (exactly zero before it), ``underflow`` (non-zero before, flushed
+    to zero by the cast), ``overflow`` (finite before, beyond the format's range after
+    scaling and rounding: inf, or saturated in fp8_e4m3) and ``nonfinite`` (already
+    inf/NaN in the input, before any scaling).
+    """
+
+    fmt: str
+    scale: float
+    total: int
+    normal: int
+    subnormal: int
+    zero: int
+    underflow: int
+    overflow: int
+    nonfinite: int
+
+    def fraction(self, category: str) -> float:
+        """Share of all elements in ``category`` (one of normal, subnormal, zero, underflow,
+        overflow, nonfinite)."""
+        if category not in _CATEGORIES:
+            raise ValueError(f"category: unknown {category!r}; allowed: {', '.join(_CATEGORIES)}")
+        return int(getattr(self, category)) / self.total
+
+    @property
+    def underflow_fraction(self) -> float:
+        """Share of all elements flushed to zero by the cast."""
+        return self.fraction("underflow")
+
+    @property
+    def overflow_fraction(self) -> float:
+        """Share of all elements pushed beyond the format's range by the scale and cast."""
+        return self.fraction("overflow")
+
+    @property
+    def subnormal_fraction(self) -> float:
+        """Share of all elements stored as subnormals (fewer significant bits)."""
+        return self.fraction("subnormal")
+
+    @property
+    def normal_fraction(self) -> float:
+        """Share of all elements stored as normal numbers (full precision)."""
+        return self.fraction("normal")
+
+    @property
+    def nonzero(self) -> int:
+        """Elements that were finite and non-zero before the cast (what can be lost)."""
+        return self.total - self.zero - self.nonfinite
+
+    @property
+    def underflow_share_of_nonzero(self) -> float:
+        """Share of the finite non-zero values flushed to zero (NaN when there are none)."""
+        return self.underflow / self.nonzero if self.nonzero else math.nan
+
+    @property
+    def lost_fraction(self) -> float:
+        """Share of non-zero finite values the cast destroyed (underflow + overflow)."""
+        return (self.underflow + self.overflow) / self.total
+
+    def as_dict(self) -> dict[str, Any]:
+        """Counts and fractions as one flat dict (a row of a comparison table)."""
+        row: dict[str, Any] = {"format": self.fmt, "scale": self.scale, "total": self.total}
+        for c in _CATEGORIES:
+            row[c] = getattr(self, c)
+        for c in _CATEGORIES:
+            row[f"{c}_fraction"] = self.fraction(c)
+        return row
+
+    def to_frame(self) -> "pd.DataFrame":
+        """One row per category: count and fraction."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            {"count": [getattr(self, c) for c in _CATEGORIES], "fraction": [self.fraction(c) for c in _CATEGORIES]},
+            index=pd.Index(_CATEGORIES, name=f"{self.fmt}, scale={self.scale:g}"),
+        )
+
+    def __str__(self) -> str:
+        parts = ", ".join(f"{c} {self.fraction(c):.4%}" for c in _CATEGORIES)
+        return f"cast to {self.fmt} after x{self.scale:g} of {self.total} elements: {parts}"
+
+    def _repr_html_(self) -> str:
+        frame = self.to_frame()
+        frame["fraction"] = [f"{v:.4%}" for v in frame["fraction"]]
+        title = html.escape(f"cast to {self.fmt} after x{self.scale:g}, {self.total} elements")
+        return f"<b>{title}</b>" + frame.to_html()
+
+
+def _tensor_list(tensors: object) -> list[torch.Tensor]:
+    """``tensors`` (a tensor or an iterable of them) checked: floating point, none None."""
+    if isinstance(tensors, torch.Tensor):
+        items: list[Any] = [tensors]
+    elif isinstance(tensors, (str, bytes)) or not isinstance(tensors, Iterable):
+        raise ValueError(f"tensors must be a tensor or an iterable of tensors, got {_describe(tensors)}")
+    else:
+        items = list(tensors)
+    if not items:
+        raise ValueError("tensors is empty: give at least one floating-point tensor (e.g. the gradients)")
+    for i, t in enumerate(items):
+        if t is None:
+            raise ValueError(f"tensors[{i}] is None (a parameter without .grad? run backward first)")
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"tensors[{i}] is a {type(t).__name__}, not a torch.Tensor")
+        if not t.is_floating_point():
+            raise ValueError(
+                f"tensors[{i}] has dtype {t.dtype}; cast_stats needs floating-point tensors "
+                "(float64, float32, float16, bfloat16, float8)"
+            )
+    if sum(t.numel() for t in items) == 0:
+        raise ValueError("tensors have no elements (every tensor is empty)")
+    return items
+
+
+def _count(x: torch.Tensor, scale: float, info: FormatInfo) -> dict[str, int]:
+    """Category counts of one chunk (any floating dtype, any device)."""
+    finite_in = torch.isfinite(x)
+    zero_in = x == 0
+    scaled = _as_float64(x) * scale  # float64: a finite input stays finite (or counts as overflow)
+    stored, over = _round(scaled, info)
+    finite_in = finite_in.to(stored.device)
+    zero_in = zero_in.to(stored.device)
+    over = over | (finite_in & torch.isinf(scaled))
+    y_zero = stored == 0
+    c = {
+        "nonfinite": int((~finite_in).sum()),
+        "zero": int(zero_in.sum()),
+        "underflow": int((y_zero & ~zero_in).sum()),
+        "overflow": int((over & finite_in).sum()),
+        "subnormal": int((~y_zero & (stored.abs() < info.smallest_normal) & finite_in).sum()),
+    }
+    c["normal"] = x.numel() - sum(c.values())
+    return c
+
+
+def cast_stats(
+    tensors: "torch.Tensor | Iterable[torch.Tensor]", fmt: FormatLike = "fp16", scale: float = 1.0
+) -> CastStats:
+    """Count how the elements of ``tensors`` fare when multiplied by ``scale`` (default 1.0,
+    i.e. no loss scaling) and stored in ``fmt`` (default 'fp16').
+
+    Why: gradients that are non-zero in fp32 but flush to zero in fp16 are lost updates; a
+    loss scale shifts them into range, and too large a one pushes others beyond it. The
+    product is taken in float64 (exact for power-of-two scales) and rounded once, on the
+    tensors' own device (Apple's MPS has no float64: such tensors are counted on the CPU).
+    Values already inf/NaN count as ``nonfinite``; finite values that the scale pushes out
+    of range count as ``overflow``.
+    """
+    info = format_info(fmt)
+    scale = positive_float("scale", scale)
+    items = _tensor_list(tensors)
+    counts = dict.fromkeys(_CATEGORIES, 0)
+    for t in items:
+        flat = t.detach().reshape(-1)
+        for start in range(0, flat.numel(), _CHUNK):
+            for k, v in _count(flat[start : start + _CHUNK], scale, info).items():
+                counts[k] += v
+    return CastStats(fmt=info.name, scale=scale, total=sum(t.numel() for t in items), **counts)
