@@ -16,7 +16,9 @@ Submodules, by job:
   language with a known entropy floor, for the transformer lessons
 - ``lm``, ``optim``: training and measuring that GPT per precision (excess loss, tokens/s,
   MFU, memory); AdamW for 16-bit weights (Kahan summation or an FP32 master copy)
-- ``train``: the AMP training step and loop, history, checkpoints with the scaler
+- ``train``: the AMP training loop (``fit``): history, evaluation, checkpoints, divergence guard
+- ``step``: one AMP optimizer step in the right order (``train_step``), evaluation
+- ``checkpoint``: atomic checkpoints with the scaler, checked before loading; the history sidecar
 - ``align``: Tensor Core alignment: audit, padding, matmul sweeps
 - ``debug``: dtype trace under autocast, first non-finite layer, peak memory, batch search
 - ``memory``: tensor-level memory accounting (in-place ops), allocator caps, OOM rows,
@@ -34,6 +36,7 @@ __all__ = [
     "__version__",
     "align",
     "bench",
+    "checkpoint",
     "checks",
     "config",
     "data",
@@ -51,6 +54,7 @@ __all__ = [
     "outputs",
     "precision",
     "results",
+    "step",
     "timing",
     "train",
     "workshop",
