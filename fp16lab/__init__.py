@@ -24,6 +24,9 @@ Submodules, by job:
 - ``memory``: tensor-level memory accounting (in-place ops), allocator caps, OOM rows,
   fragmentation and ``expandable_segments`` (in a child process), memory snapshots as tables
 - ``bench``: training/inference throughput and peak memory, honestly timed
+- ``infer``, ``graphs``, ``islands``, ``decode``: inference in FP16/BF16 (cast or autocast,
+  latency/throughput sweeps, accuracy against FP32), CUDA graphs and compile with their setup
+  time, FP32 islands, and KV-cache decoding as a memory-bandwidth problem
 - ``distributed``: several processes (gloo on CPUs, NCCL on GPUs): launching ranks with hard
   timeouts, DDP + AMP, 16-bit gradient hooks, FSDP2 mixed-precision policies
 - ``timing``, ``results``: timing helpers; result files with their metadata
@@ -41,11 +44,15 @@ __all__ = [
     "config",
     "data",
     "debug",
+    "decode",
     "device",
     "distributed",
     "env",
     "gpt",
+    "graphs",
     "hardware",
+    "infer",
+    "islands",
     "lm",
     "lm_data",
     "memory",
