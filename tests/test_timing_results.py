@@ -108,6 +108,51 @@ def test_results_errors(tmp_path):
         reference_path("definitely_missing.json")
 
 
+def test_results_wrong_types_name_the_argument_and_write_nothing(tmp_path):
+    """Regression: wrong types failed inside pandas/json (AttributeError, TypeError), half-way through."""
+    df = pd.DataFrame({"a": [1]})
+    cases = [
+        (lambda: save_results({"a": [1]}, tmp_path / "r.json", {}), "frame must be a pandas DataFrame"),
+        (lambda: save_results(df, None, {}), "path must be a file path"),
+        (lambda: save_results(df, 3, {}), "path must be a file path"),
+        (lambda: save_results(df, tmp_path / "r.json", None), "metadata must be a dict"),
+        (lambda: save_results(df, tmp_path / "r.json", [("a", 1)]), "metadata must be a dict"),
+        (lambda: save_results(df, tmp_path / "r.json", {"f": object()}), "metadata cannot be stored as JSON"),
+        (lambda: save_results(df, tmp_path / "r.json", {}, csv="yes"), "csv must be True or False"),
+        (lambda: load_results(None), "path must be a file path"),
+        (lambda: load_results(["r.json"]), "path must be a file path"),
+    ]
+    for call, match in cases:
+        with pytest.raises(ValueError, match=match):
+            call()
+    assert list(tmp_path.iterdir()) == []  # nothing was written
+    (tmp_path / "broken.json").write_text("{not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        load_results(tmp_path / "broken.json")
+    (tmp_path / "rows.json").write_text(json.dumps({"metadata": [], "rows": {}}))
+    with pytest.raises(ValueError, match="not an fp16lab results file"):
+        load_results(tmp_path / "rows.json")
+    with pytest.raises(FileNotFoundError):
+        load_results(tmp_path)  # a folder is not a results file
+    import numpy as np
+
+    save_results(df, tmp_path / "np.json", {"batch": np.int64(8), "ratio": np.float32(0.5)})
+    assert load_results(tmp_path / "np.json")[1] == {"batch": 8, "ratio": 0.5}
+
+
+@pytest.mark.parametrize("bad", ["..", "../x", "a/b", "a\\b", ".hidden", "", "x.json", None, 3, "a..b", "/abs", "c:d"])
+def test_output_path_refuses_anything_but_a_bare_name(bad, monkeypatch, tmp_path):
+    """Regression: output_path("..") was accepted and pointed outside results/local."""
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    with pytest.raises(ValueError, match="bare name"):
+        output_path(bad)
+    with pytest.raises(ValueError, match="bare name"):
+        load_reference(bad)
+    with pytest.raises(ValueError, match="bare name"):
+        results.measure_or_reference(bad, lambda: pd.DataFrame())
+    assert not (tmp_path / "local").exists() or list((tmp_path / "local").iterdir()) == []
+
+
 def test_output_path_never_overwrites_reference(monkeypatch):
     monkeypatch.delenv("FP16LAB_REFERENCE_RUN", raising=False)
     assert output_path("x").parent.name == "local"
