@@ -512,3 +512,17 @@ def test_cuda_kernels_needs_gpu():
         pytest.skip("a GPU is present")
     with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
         cuda_kernels(lambda: None)
+
+
+def test_sweep_compares_with_the_peak_of_the_chip_that_really_ran(fake_gpu, monkeypatch):
+    """Under a hardware profile the speed is the real chip's: pct_of_peak must use the real chip's peak."""
+    import fp16lab.align.sweep as sweep_mod
+    import fp16lab.hardware as hardware
+
+    fake_gpu("hopper")
+    hardware.use_profile("rtx4090d")
+    monkeypatch.setattr(sweep_mod, "_matmul_tflops", lambda m, n, k, p, dev, t, seed: {
+        "m": m, "n": n, "k": k, "precision": p.value, "seconds": 1.0, "iqr_s": 0.0, "tflops": 500.0})
+    df = matmul_sweep([64], ["fp16"], "cuda", progress=False)
+    assert df.loc[0, "peak_tflops"] == hardware.PEAK_TFLOPS["H200"].fp16  # not the 4090D's
+    assert "H200" in df.loc[0, "device"] and "4090" in df.loc[0, "device"]  # the label says both

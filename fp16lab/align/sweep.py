@@ -54,14 +54,15 @@ def matmul_sweep(
     ``min_run_time=0.1`` s per point, ``seed=0``, a tqdm progress bar. Columns: m, n, k,
     precision, seconds, iqr_s, tflops, aligned (all of m, n, k multiples of the
     precision's Tensor Core alignment; NA for fp32), peak_tflops and pct_of_peak (NaN when
-    the chip is not in :data:`fp16lab.hardware.PEAK_TFLOPS` or not a CUDA GPU), device
+    the chip is not in :data:`fp16lab.hardware.PEAK_TFLOPS` or not a CUDA GPU; the peak is
+    the real chip's, also under a hardware profile, since the speed is), device
     (:attr:`fp16lab.hardware.GPUFacts.label`: under a hardware profile it names the chip
     that really ran).
     """
     from tqdm.auto import tqdm
 
     from fp16lab.device import resolve_device
-    from fp16lab.hardware import gpu_facts
+    from fp16lab.hardware import gpu_facts, peak_for
 
     if isinstance(shapes, (str, bytes)) or not isinstance(shapes, Iterable):
         raise ValueError(f"shapes must be a list of ints n or (m, n, k) tuples, got {shapes!r}")
@@ -74,7 +75,8 @@ def matmul_sweep(
     seed = non_negative_int("seed", seed)
     progress = boolean("progress", progress)
     facts = gpu_facts(dev) if dev.type == "cuda" else None
-    name, peak = (facts.label, facts.peak) if facts is not None else (dev.type.upper(), None)
+    # speed is the real chip's, also under a hardware profile: compare it with that chip's peak
+    name, peak = (facts.label, peak_for(facts.real_name)) if facts is not None else (dev.type.upper(), None)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # CPU half-precision warning: said once below
         for p in prec_list:
