@@ -15,10 +15,16 @@ Submodules, by job:
 - ``data``: learnable image data generated locally (nothing is downloaded)
 - ``gpt``, ``lm_data``: a small GPT (KV-cache decoding, FLOPs per token) and a synthetic
   language with a known entropy floor, for the transformer lessons
-- ``train``: the AMP training step and loop, history, checkpoints with the scaler
+- ``lm``, ``optim``: training and measuring that GPT per precision (excess loss, tokens/s,
+  MFU, memory); AdamW for 16-bit weights (Kahan summation or an FP32 master copy)
+- ``train``: the AMP training loop (``fit``): history, evaluation, checkpoints, divergence guard
+- ``step``: one AMP optimizer step in the right order (``train_step``), evaluation
+- ``checkpoint``: atomic checkpoints with the scaler, checked before loading; the history sidecar
 - ``align``: Tensor Core alignment: audit, padding, matmul sweeps
 - ``debug``: dtype trace under autocast, first non-finite layer, peak memory, batch search
 - ``bench``: training/inference throughput and peak memory, honestly timed
+- ``distributed``: several processes (gloo on CPUs, NCCL on GPUs): launching ranks with hard
+  timeouts, DDP + AMP, 16-bit gradient hooks, FSDP2 mixed-precision policies
 - ``timing``, ``results``: timing helpers; result files with their metadata
 - ``outputs``, ``workshop``: notebook outputs policy; student copies for workshops
 """
@@ -29,19 +35,24 @@ __all__ = [
     "__version__",
     "align",
     "bench",
+    "checkpoint",
     "checks",
     "config",
     "data",
     "debug",
     "device",
+    "distributed",
     "env",
     "gpt",
     "hardware",
+    "lm",
     "lm_data",
     "numerics",
+    "optim",
     "outputs",
     "precision",
     "results",
+    "step",
     "timing",
     "train",
     "workshop",

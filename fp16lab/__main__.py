@@ -27,6 +27,7 @@ def _add_doctor(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> N
 SUBCOMMANDS: list[Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]] = [
     _add_doctor,
     lambda sub: __import__("fp16lab.bench", fromlist=["add_bench_parser"]).add_bench_parser(sub),
+    lambda sub: __import__("fp16lab.distributed.cli", fromlist=["add_distributed_parser"]).add_distributed_parser(sub),
 ]
 
 

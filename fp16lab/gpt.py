@@ -1,20 +1,16 @@
-"""A small, readable GPT for the transformer lessons (training, inference, FP8).
+"""A small, readable GPT for the transformer lessons (07 training, 08 inference, 09 FP8).
 
 Why: one decoder-only transformer whose every part is visible: pre-LayerNorm blocks, causal
-attention through ``F.scaled_dot_product_attention`` (SDPA picks flash, memory-efficient, cuDNN
-or math kernels by dtype and device), a GELU MLP, learned positions, a head optionally tied to
-the embedding and padded to a multiple (lesson 03), and a KV-cache decode path with static
-shapes (CUDA graphs, compile).
+attention through ``F.scaled_dot_product_attention`` (flash, memory-efficient, cuDNN or math
+kernels by dtype and device), a GELU MLP, learned positions, a head optionally tied to the
+embedding and padded (lesson 03), and a KV-cache decode path with static shapes (CUDA graphs).
+Module names read well in ``first_nonfinite`` and ``pad_layers``: ``wte``, ``wpe``,
+``h.{i}.ln1``, ``h.{i}.attn.{qkv,proj}``, ``h.{i}.ln2``, ``h.{i}.mlp.{fc,act,proj}``, ``ln_f``, ``lm_head``.
 
-Modules are named so that ``fp16lab.debug.first_nonfinite`` and ``fp16lab.align.pad_layers``
-read well: ``wte``, ``wpe``, ``h.{i}.ln1``, ``h.{i}.attn.qkv``, ``h.{i}.attn.proj``,
-``h.{i}.ln2``, ``h.{i}.mlp.fc``, ``h.{i}.mlp.act``, ``h.{i}.mlp.proj``, ``ln_f``, ``lm_head``.
-
-FLOPs per token (:func:`flops_per_token`), the convention of the PaLM paper's MFU:
-training ``6·N + 12·L·T·d``, forward only ``2·N + 4·L·T·d``, with ``N`` the weights that take
-part in matrix multiplications (attention, MLP, output head; not the embedding lookups,
-LayerNorms or biases), ``L`` layers, ``T`` the context length and ``d`` the model width. The
-attention term counts ``QKᵀ`` and ``PV`` in full (the causal half is not discounted).
+FLOPs per token (:func:`flops_per_token`, the PaLM paper's MFU convention): training
+``6·N + 12·L·T·d``, forward only ``2·N + 4·L·T·d``; ``N`` counts the weights used in matmuls
+(attention, MLP, head; not embedding lookups, LayerNorms, biases), ``L`` layers, ``T`` the
+context, ``d`` the width. Attention's ``QKᵀ`` and ``PV`` count in full (no causal discount).
 """
 
 from __future__ import annotations
@@ -25,25 +21,20 @@ from dataclasses import dataclass, replace
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from fp16lab.checks import boolean, instance, positive_float, positive_int
 
 __all__ = ["GPTConfig", "GPT", "PRESETS", "preset", "lm_loss", "param_count", "matmul_params",
            "flops_per_token", "kv_cache_bytes"]  # fmt: skip
 
 
-def _int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return value
-
-
 @dataclass(frozen=True)
 class GPTConfig:
-    """The shape of a :class:`GPT`. Defaults: a tiny model that trains on a CPU.
-
-    ``vocab_size=64, d_model=64, n_layers=2, n_heads=4, seq_len=64, mlp_ratio=4,
-    dropout=0.0, bias=False, tie_weights=True, vocab_multiple=1`` (the embedding and head get
-    ``padded_vocab`` rows, the next multiple of ``vocab_multiple``; logits are sliced back
-    to ``vocab_size``).
+    """The shape of a :class:`GPT`. Defaults (a tiny model that trains on a CPU): ``vocab_size=64,
+    d_model=64, n_layers=2, n_heads=4, seq_len=64, mlp_ratio=4, dropout=0.0, bias=False,
+    tie_weights=True, vocab_multiple=1`` (embedding and head get ``padded_vocab`` rows, the next
+    multiple of ``vocab_multiple``; logits are sliced back to ``vocab_size``).
     """
 
     vocab_size: int = 64
@@ -59,15 +50,13 @@ class GPTConfig:
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "seq_len", "mlp_ratio", "vocab_multiple"):
-            _int(name, getattr(self, name), 1)
+            positive_int(name, getattr(self, name))
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model must be a multiple of n_heads={self.n_heads}, got {self.d_model!r}")
-        d = self.dropout
-        if isinstance(d, bool) or not isinstance(d, (int, float)) or not 0.0 <= d < 1.0:
-            raise ValueError(f"dropout must be a number in [0, 1), got {d!r}")
-        for name in ("bias", "tie_weights"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if positive_float("dropout", self.dropout, allow_zero=True) >= 1.0:
+            raise ValueError(f"dropout must be a number in [0, 1), got {self.dropout!r}")
+        boolean("bias", self.bias)
+        boolean("tie_weights", self.tie_weights)
 
     @property
     def head_dim(self) -> int:
@@ -122,18 +111,16 @@ def flops_per_token(cfg: GPTConfig, *, training: bool = True, seq_len: int | Non
     Defaults: ``training=True``, ``seq_len=cfg.seq_len`` (``T``). See the module docstring
     for what ``N`` counts.
     """
-    T = cfg.seq_len if seq_len is None else _int("seq_len", seq_len, 1)
-    if not isinstance(training, bool):
-        raise ValueError(f"training must be True or False, got {training!r}")
-    k = 3 if training else 1
+    T = cfg.seq_len if seq_len is None else positive_int("seq_len", seq_len)
+    k = 3 if boolean("training", training) else 1
     return k * (2 * matmul_params(cfg) + 4 * cfg.n_layers * T * cfg.d_model)
 
 
 def kv_cache_bytes(cfg: GPTConfig, batch: int, max_len: int | None = None, dtype: torch.dtype = torch.bfloat16) -> int:
     """Bytes of the KV cache :meth:`GPT.setup_cache` allocates (K and V, every layer)."""
-    T = cfg.seq_len if max_len is None else _int("max_len", max_len, 1)
+    T = cfg.seq_len if max_len is None else positive_int("max_len", max_len)
     itemsize = torch.empty((), dtype=dtype).element_size()
-    return 2 * cfg.n_layers * _int("batch", batch, 1) * T * cfg.d_model * itemsize
+    return 2 * cfg.n_layers * positive_int("batch", batch) * T * cfg.d_model * itemsize
 
 
 def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -143,6 +130,9 @@ def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 
 class Attention(nn.Module):
     """Causal multi-head self-attention through SDPA, with an optional KV cache."""
+
+    k_cache: torch.Tensor | None
+    v_cache: torch.Tensor | None
 
     def __init__(self, cfg: GPTConfig) -> None:
         super().__init__()
@@ -161,10 +151,11 @@ class Attention(nn.Module):
             p = self.dropout if self.training else 0.0
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p)
         else:  # cached: write K, V at input_pos, attend over the whole (masked) cache
-            assert self.k_cache is not None and self.v_cache is not None and mask is not None
-            self.k_cache[:, :, input_pos] = k.to(self.k_cache.dtype)
-            self.v_cache[:, :, input_pos] = v.to(self.v_cache.dtype)
-            y = F.scaled_dot_product_attention(q, self.k_cache, self.v_cache, attn_mask=mask)
+            kc, vc = self.k_cache, self.v_cache
+            assert kc is not None and vc is not None and mask is not None
+            kc[:, :, input_pos] = k.to(kc.dtype)
+            vc[:, :, input_pos] = v.to(vc.dtype)
+            y = F.scaled_dot_product_attention(q, kc, vc, attn_mask=mask)
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
 
@@ -200,13 +191,16 @@ class GPT(nn.Module):
     """A decoder-only transformer. ``GPT(cfg)(idx)`` → logits; ``GPT(cfg)(idx, targets)`` → (logits, loss).
 
     Init as GPT-2: normal(0, 0.02), residual projections scaled by ``1/sqrt(2·n_layers)``.
+    Set ``model.checkpointing = True`` to recompute each block in backward (activation
+    checkpointing: less memory, about one more forward pass of compute).
     """
+
+    causal_mask: torch.Tensor | None
 
     def __init__(self, cfg: GPTConfig) -> None:
         super().__init__()
-        if not isinstance(cfg, GPTConfig):
-            raise ValueError(f"cfg must be a GPTConfig, got {cfg!r}")
-        self.cfg = cfg
+        self.cfg = instance("cfg", cfg, GPTConfig, "a GPTConfig")
+        self.checkpointing = False
         self.wte = nn.Embedding(cfg.padded_vocab, cfg.d_model)
         self.wpe = nn.Embedding(cfg.seq_len, cfg.d_model)
         self.drop = nn.Dropout(cfg.dropout)
@@ -250,7 +244,10 @@ class GPT(nn.Module):
             pos, mask = input_pos, self.causal_mask[input_pos].view(1, 1, T, -1)
         x = self.drop(self.wte(idx) + self.wpe(pos))
         for block in self.h:
-            x = block(x, input_pos, mask)
+            if self.checkpointing and self.training and torch.is_grad_enabled():
+                x = checkpoint(block, x, input_pos, mask, use_reentrant=False)
+            else:
+                x = block(x, input_pos, mask)
         logits = self.lm_head(self.ln_f(x))
         if self.cfg.padded_vocab != self.cfg.vocab_size:
             logits = logits[..., : self.cfg.vocab_size]
@@ -265,26 +262,29 @@ class GPT(nn.Module):
         afterwards, so :meth:`decode_step` can be captured in a CUDA graph or compiled
         (``torch.compile(model.decode_step, mode="reduce-overhead")``).
         """
-        max_len = self.cfg.seq_len if max_len is None else _int("max_len", max_len, 1)
+        max_len = self.cfg.seq_len if max_len is None else positive_int("max_len", max_len)
         if max_len > self.cfg.seq_len:
             raise ValueError(f"max_len must be <= seq_len={self.cfg.seq_len}, got {max_len!r}")
         w = self.wte.weight
         dtype = w.dtype if dtype is None else dtype
-        shape = (_int("batch_size", batch_size, 1), self.cfg.n_heads, max_len, self.cfg.head_dim)
-        for block in self.h:
-            block.attn.k_cache = torch.zeros(shape, dtype=dtype, device=w.device)
-            block.attn.v_cache = torch.zeros(shape, dtype=dtype, device=w.device)
+        shape = (positive_int("batch_size", batch_size), self.cfg.n_heads, max_len, self.cfg.head_dim)
+        for attn in self._attentions():
+            attn.k_cache = torch.zeros(shape, dtype=dtype, device=w.device)
+            attn.v_cache = torch.zeros(shape, dtype=dtype, device=w.device)
         self.causal_mask = torch.ones(max_len, max_len, dtype=torch.bool, device=w.device).tril()
 
     def drop_cache(self) -> None:
         """Free the KV caches made by :meth:`setup_cache`."""
-        for block in self.h:
-            block.attn.k_cache = block.attn.v_cache = None
+        for attn in self._attentions():
+            attn.k_cache = attn.v_cache = None
         self.causal_mask = None
+
+    def _attentions(self) -> list[Attention]:
+        return [m for m in self.modules() if isinstance(m, Attention)]
 
     def decode_step(self, token: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
         """Logits ``(B, 1, vocab)`` of the next token after ``token`` ``(B, 1)`` at position ``input_pos`` ``(1,)``."""
-        return self(token, input_pos=input_pos)  # type: ignore[return-value]
+        return self(token, input_pos=input_pos)
 
     @torch.no_grad()
     def generate(self, idx: torch.Tensor, max_new_tokens: int, *, temperature: float = 0.0,
@@ -295,10 +295,11 @@ class GPT(nn.Module):
         (pass a compiled or graphed version of it). Sets up a cache of ``T0 + max_new_tokens``
         positions when none of the right batch size and length exists.
         """
-        _int("max_new_tokens", max_new_tokens, 1)
+        positive_int("max_new_tokens", max_new_tokens)
+        positive_float("temperature", temperature, allow_zero=True)
         B, T0 = idx.shape
         total = T0 + max_new_tokens
-        k = self.h[0].attn.k_cache
+        k = self._attentions()[0].k_cache
         if k is None or k.shape[0] != B or k.shape[2] < total:
             self.setup_cache(B, total)
         step = self.decode_step if step is None else step

@@ -23,10 +23,11 @@ positions, not just the current token.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import torch
+
+from fp16lab.checks import non_negative_int, positive_float, positive_int
 
 __all__ = ["SyntheticLanguage"]
 
@@ -43,12 +44,6 @@ def _mix(h: torch.Tensor) -> torch.Tensor:
     h = h ^ (h >> 15)
     h = (h * _M2) & _MASK31
     return h ^ (h >> 16)
-
-
-def _int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -68,16 +63,14 @@ class SyntheticLanguage:
     _tables: dict = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        _int("vocab", self.vocab, 3)
-        _int("order", self.order, 1)
-        _int("branching", self.branching, 1)
-        _int("seed", self.seed, 0)
+        positive_int("vocab", self.vocab, minimum=3)
+        positive_int("order", self.order)
+        positive_int("branching", self.branching)
+        non_negative_int("seed", self.seed)
         if self.branching > self.vocab - 1:
             raise ValueError(f"branching must be <= vocab - 1 = {self.vocab - 1}, got {self.branching!r}")
-        t = self.temperature
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
-            raise ValueError(f"temperature must be a finite number > 0, got {t!r}")
-        logits = -torch.arange(self.branching, dtype=torch.float64) / float(t)
+        t = positive_float("temperature", self.temperature)
+        logits = -torch.arange(self.branching, dtype=torch.float64) / t
         object.__setattr__(self, "probs", torch.softmax(logits, 0))
         object.__setattr__(self, "_tables", {})
 
@@ -131,7 +124,7 @@ class SyntheticLanguage:
         Defaults: ``device="cpu"``, ``generator=None``. :meth:`batch` turns these into
         model inputs and targets.
         """
-        n, length = _int("n", n, 1), _int("length", length, self.order + 1)
+        n, length = positive_int("n", n), positive_int("length", length, minimum=self.order + 1)
         cdf = torch.cumsum(self.probs, 0).to(device=device, dtype=torch.float32)
         cdf[-1] = 2.0  # guard: u < 1 always lands inside
         out = torch.zeros(n, length, dtype=torch.int64, device=device)
@@ -163,7 +156,7 @@ class SyntheticLanguage:
         Sampling is sequential in time: for long runs draw one large batch up front and
         slice it, so that generation is not timed together with training.
         """
-        seq_len = _int("seq_len", seq_len, 1)
+        seq_len = positive_int("seq_len", seq_len)
         seq = self.sample(batch, seq_len + self.order, device=device, generator=generator)
         return seq[:, self.order - 1 : -1], seq[:, self.order :]
 

@@ -1,0 +1,99 @@
+"""AdamW for weights stored in BF16/FP16 ("bf16-true"), with three ways to apply the update.
+
+Why: with 16-bit weights, ``w + update`` is rounded to 16 bits, and an update smaller than
+half the spacing between neighbouring 16-bit numbers near ``w`` is lost entirely (BF16 has 8
+significant bits: around 1.0 the spacing is 2**-7 ≈ 0.008, so a LayerNorm gain never moves
+under an update of 1e-3). ``update`` chooses what happens to the rounding error:
+
+- ``"nearest"``: round to nearest and forget the error (plain bf16-true training);
+- ``"kahan"``: Kahan-compensated summation: a 16-bit buffer per weight keeps the part of
+  each update that rounding dropped and adds it back next step (+2 bytes per parameter);
+- ``"master"``: an FP32 master copy receives the update and the 16-bit weight is a rounded
+  copy of it (+4 bytes per parameter: what AMP avoids by keeping FP32 weights).
+
+Adam's moments are kept in FP32 in every mode, so the modes differ only in the weight
+update. :attr:`AdamW16.rounded_away` is the share of weight elements whose nonzero update
+left the stored weight unchanged in the last step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+from fp16lab.checks import one_of, positive_float
+
+__all__ = ["AdamW16", "UPDATES"]
+
+UPDATES = ("nearest", "kahan", "master")
+
+
+class AdamW16(torch.optim.Optimizer):
+    """AdamW (decoupled weight decay) for 16-bit weights; FP32 moments; ``update`` as in the module doc.
+
+    Defaults: ``lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, update="kahan"``.
+    """
+
+    def __init__(
+        self,
+        params: Iterable[torch.Tensor] | Iterable[dict],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        update: str = "kahan",
+    ) -> None:
+        one_of("update", update, UPDATES)
+        for name, v in (("lr", lr), ("eps", eps), ("weight_decay", weight_decay)):
+            positive_float(name, v, allow_zero=True)
+        if not (isinstance(betas, tuple) and len(betas) == 2 and all(0.0 <= b < 1.0 for b in betas)):
+            raise ValueError(f"betas must be a pair of numbers in [0, 1), got {betas!r}")
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+        self.update = update
+        self.rounded_away = torch.zeros(())
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        """One AdamW step; sets :attr:`rounded_away` (a 0-dim tensor, no host sync)."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        lost, total = [], 0
+        for group in self.param_groups:
+            lr, (b1, b2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                st = self.state[p]
+                if not st:
+                    st["step"] = 0
+                    st["exp_avg"] = torch.zeros_like(p, dtype=torch.float32)
+                    st["exp_avg_sq"] = torch.zeros_like(p, dtype=torch.float32)
+                    if self.update == "kahan":
+                        st["compensation"] = torch.zeros_like(p)
+                    elif self.update == "master":
+                        st["master"] = p.detach().float().clone()
+                st["step"] += 1
+                t, g = st["step"], p.grad.float()
+                st["exp_avg"].lerp_(g, 1 - b1)
+                st["exp_avg_sq"].mul_(b2).addcmul_(g, g, value=1 - b2)
+                denom = (st["exp_avg_sq"] / (1 - b2**t)).sqrt_().add_(eps)
+                old = p.detach().clone()
+                w = st["master"] if self.update == "master" else old.float()  # never an alias of p
+                delta = st["exp_avg"] / denom * (-lr / (1 - b1**t)) - (lr * wd) * w
+                if self.update == "nearest":
+                    p.copy_(w + delta)
+                elif self.update == "kahan":
+                    y = delta + st["compensation"].float()  # this step's update plus what was dropped before
+                    p.copy_(w + y)
+                    st["compensation"].copy_(y - (p.float() - w))  # what rounding dropped this time
+                else:
+                    st["master"].add_(delta)
+                    p.copy_(st["master"])
+                lost.append(((p == old) & (delta != 0)).sum())
+                total += p.numel()
+        if lost:
+            self.rounded_away = torch.stack(lost).sum() / total
+        return loss
