@@ -33,16 +33,17 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 def _check_name(name: object, what: str = "name", *, suffix: str = "") -> str:
     """A bare results name: letters, digits, '_', '-', '.', no folder, no '..' (``suffix``: required ending)."""
-    ok = isinstance(name, str) and _NAME.fullmatch(name) is not None and ".." not in name
+    text = name if isinstance(name, str) else ""
+    ok = _NAME.fullmatch(text) is not None and ".." not in text
     if ok and suffix:
-        ok = name.endswith(suffix) and len(name) > len(suffix)
+        ok = text.endswith(suffix) and len(text) > len(suffix)
     elif ok:
-        ok = not name.endswith(".json")
+        ok = not text.endswith(".json")
     if not ok:
         example = "'align_sweep.json'" if suffix else "'align_sweep'"
         raise ValueError(f"{what} must be a bare name like {example} (letters, digits, _ - .; no folders), "
                          f"got {name!r}")
-    return name  # type: ignore[return-value]
+    return text
 
 
 def _check_path(path: object, what: str = "path") -> Path:

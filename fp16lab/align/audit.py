@@ -178,7 +178,8 @@ class _Auditor:
     def add(self, name: str, m: nn.Module, dim: str, size: int, extra: str = "") -> None:
         a, prec = self.report.multiple, self.report.precision
         suggested = _pad(int(size), a)
-        paddable, pad_with, fix = False, (), _FIXES.get(dim, "").format(s=suggested, m=a)
+        paddable, fix = False, _FIXES.get(dim, "").format(s=suggested, m=a)
+        pad_with: tuple[str, ...] = ()
         if dim in ("out_features", "num_embeddings"):
             holders, why = self.sharing.group(m)
             if why is None:

@@ -182,9 +182,11 @@ class Sharing:
 
 
 def _optimizer_classes() -> set[type]:
-    out, todo = {torch.optim.Optimizer}, [torch.optim.Optimizer]
+    out: set[type] = {torch.optim.Optimizer}
+    todo: list[type] = [torch.optim.Optimizer]
     while todo:
-        for sub in todo.pop().__subclasses__():
+        subs: list[type] = todo.pop().__subclasses__()
+        for sub in subs:
             if sub not in out:
                 out.add(sub)
                 todo.append(sub)
@@ -337,7 +339,7 @@ def pad_layers(
         key = id(m.weight)
         if key in new_weight:
             target.weight = new_weight[key]
-        new_weight.setdefault(key, target.weight)
+        new_weight.setdefault(key, target.weight)  # type: ignore[arg-type]
         for pname, p in m.named_parameters(recurse=False):
             old_to_new[id(p)] = (p, getattr(target, pname))
         for n in plan.sharing.names[id(m)]:

@@ -19,7 +19,9 @@ MIB = 2**20
 
 
 def check_module(model: object) -> nn.Module:
-    return instance("model", model, nn.Module, "a torch.nn.Module (wrap a function in a Module, or pass the model)")
+    checked: nn.Module = instance(  # type: ignore[assignment]
+        "model", model, nn.Module, "a torch.nn.Module (wrap a function in a Module, or pass the model)")
+    return checked
 
 
 def check_callable(name: str, value: object, what: str, *, optional: bool = False) -> Any:
