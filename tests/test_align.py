@@ -299,7 +299,8 @@ def test_audit_advice_is_accepted_by_pad_layers_on_many_models():
             self.tied_b.weight = self.tied_a.weight
             self.alias = self.fc
 
-    for model in (Zoo(), TinyLM(), TinyLM(tie=False), SharedHead(), nn.Linear(3, 5)):
+    mha = nn.Sequential(nn.MultiheadAttention(20, 2), nn.Linear(20, 7))  # out_proj: a Linear subclass
+    for model in (Zoo(), TinyLM(), TinyLM(tie=False), SharedHead(), nn.Linear(3, 5), mha):
         rep = audit(model)
         names = rep.pad_names()
         for f in rep.misaligned:
@@ -309,6 +310,12 @@ def test_audit_advice_is_accepted_by_pad_layers_on_many_models():
         if names:
             pad_layers(model, names)
         assert audit(model).pad_names() == []
+    out_proj = audit(nn.MultiheadAttention(20, 2)).to_frame().set_index(["module", "dim"]).loc[("out_proj", "out_features")]
+    assert not out_proj["paddable"] and "NonDynamicallyQuantizableLinear" in out_proj["fix"]
+    with pytest.raises(ValueError, match="pads nn.Linear and nn.Embedding only"):
+        pad_layers(nn.MultiheadAttention(20, 2), ["out_proj"])
+    root = audit(nn.Linear(3, 5)).to_frame().set_index(["module", "dim"]).loc[("<root>", "out_features")]
+    assert not root["paddable"] and "pad_linear(model)" in root["fix"]
     bag = audit(Zoo()).to_frame().set_index(["module", "dim"]).loc[("bag", "num_embeddings")]
     assert not bag["paddable"] and "pad_layers cannot" in bag["fix"]
 

@@ -507,3 +507,18 @@ def test_cast_stats_thresholds_agree_with_rounding_every_value(name: str, scale:
     assert s.underflow == int(((y == 0) & (x != 0)).sum())
     assert s.subnormal == int(((y != 0) & (y.abs() < info.smallest_normal) & ~over).sum())
     assert s.zero == 3 and s.total == x.numel()
+
+
+def test_helpers_take_tensors_of_every_floating_dtype_including_fp8() -> None:
+    t = torch.tensor([1.0, 300.0, 0.001, 0.0, -448.0]).to(torch.float8_e4m3fn)
+    s = cast_stats(t, "fp16")
+    assert (s.total, s.zero, s.nonfinite, s.overflow) == (5, 1, 0, 0)
+    assert cast_stats(t, "fp8_e4m3", scale=2.0).overflow == 2  # 2 * 288 and 2 * 448 leave E4M3's range
+    assert bit_view(t[1], "fp16").value == t[1].float().item()
+    assert torch.equal(ulp(t, "bf16"), ulp(t.double(), "bf16"))
+    for dt in (torch.float64, torch.float32, torch.bfloat16, torch.float16, torch.float8_e5m2):
+        x = torch.tensor([0.5, -3.0, 1e-3]).to(dt)
+        assert cast_stats(x, "fp32").total == 3 and round_to_format(x, "fp16").dtype == torch.float64
+    assert bit_view(np.float32(0.1), "fp32").value == float(np.float32(0.1))
+    assert bit_view(np.int64(3), torch.bfloat16).value == 3.0
+    np.testing.assert_array_equal(ulp(np.array([1, 2, 3], dtype=np.float16), "fp16"), [2**-10, 2**-9, 2**-9])

@@ -167,9 +167,9 @@ class _Thresholds:
 
 def _count(x: torch.Tensor, scale: float, th: _Thresholds) -> dict[str, int]:
     """Category counts of one chunk (any floating dtype, any device), from exact thresholds."""
-    a = _as_float64(x).abs() * scale  # float64: a finite input stays finite (or counts as overflow)
-    finite_in = torch.isfinite(x).to(a.device)
-    zero_in = (x == 0).to(a.device)
+    x64 = _as_float64(x)  # exact for every floating dtype (float8 has no isfinite of its own)
+    finite_in, zero_in = torch.isfinite(x64), x64 == 0
+    a = x64.abs() * scale  # float64: a finite input stays finite (or counts as overflow)
     over = (a > th.overflow_above) | ((a == th.overflow_above) if th.tie_overflows else torch.zeros_like(zero_in))
     over = over & finite_in
     flushed = (a <= th.zero_at_most) & ~zero_in
