@@ -23,6 +23,9 @@ Submodules, by job:
 - ``align``: Tensor Core alignment: audit, padding, matmul sweeps
 - ``debug``: dtype trace under autocast, first non-finite layer, peak memory, batch search
 - ``bench``: training/inference throughput and peak memory, honestly timed
+- ``infer``, ``graphs``, ``islands``, ``decode``: inference in FP16/BF16 (cast or autocast,
+  latency/throughput sweeps, accuracy against FP32), CUDA graphs and compile with their setup
+  time, FP32 islands, and KV-cache decoding as a memory-bandwidth problem
 - ``distributed``: several processes (gloo on CPUs, NCCL on GPUs): launching ranks with hard
   timeouts, DDP + AMP, 16-bit gradient hooks, FSDP2 mixed-precision policies
 - ``timing``, ``results``: timing helpers; result files with their metadata
@@ -40,11 +43,15 @@ __all__ = [
     "config",
     "data",
     "debug",
+    "decode",
     "device",
     "distributed",
     "env",
     "gpt",
+    "graphs",
     "hardware",
+    "infer",
+    "islands",
     "lm",
     "lm_data",
     "numerics",

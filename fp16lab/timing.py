@@ -16,15 +16,14 @@ from dataclasses import dataclass
 import torch
 
 from fp16lab.checks import non_negative_int, positive_float, positive_int
-from fp16lab.device import mps_available, resolve_device
-from fp16lab.device import synchronize as _sync_device
+from fp16lab.device import mps_available, parse_device, resolve_device, synchronize
 from fp16lab.precision import Precision, parse_precision, precision_context
 
 # Importing torch.utils.benchmark logs "No CUDA runtime is found" on CPU machines: noise.
 logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
 import torch.utils.benchmark as tbench  # noqa: E402
 
-__all__ = ["Timing", "time_fn", "time_cuda_events", "matmul_tflops", "DTYPES"]
+__all__ = ["Timing", "time_fn", "time_cuda_events", "time_windows", "matmul_tflops", "DTYPES"]
 
 DTYPES: dict[Precision, torch.dtype] = {
     Precision.FP32: torch.float32,
@@ -142,6 +141,39 @@ def time_cuda_events(
     return Timing(statistics.median(times), iqr, repeats, "CUDA events")
 
 
+def time_windows(run: Callable[[], object], device: "torch.device | str", windows: int) -> list[float]:
+    """Seconds taken by each of ``windows`` back-to-back calls of ``run()`` (a window of steps).
+
+    On CUDA a pair of CUDA events is recorded around each call and the host waits once, at
+    the end: the events time the GPU's own work, and the windows follow each other with no
+    sync between them (as in training). Elsewhere the device is synchronised around each call
+    and ``time.perf_counter`` measures it. No warm-up here: run untimed steps first (compile,
+    autotuning, the caching allocator). :mod:`fp16lab.bench` times every benchmark with this.
+    """
+    import time
+
+    dev = parse_device(device)
+    windows = positive_int("windows", windows)
+    if dev.type == "cuda":
+        pairs = []
+        for _ in range(windows):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            run()
+            end.record()
+            pairs.append((start, end))
+        torch.cuda.synchronize(dev)
+        return [s.elapsed_time(e) / 1e3 for s, e in pairs]
+    out = []
+    for _ in range(windows):
+        synchronize(dev)
+        t0 = time.perf_counter()
+        run()
+        synchronize(dev)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
 def matmul_tflops(
     m: int,
     n: int,
@@ -183,7 +215,7 @@ def _matmul_tflops(
     def step() -> None:
         torch.matmul(a, b)
         if dev.type == "mps":  # torch.utils.benchmark synchronises CUDA only
-            _sync_device(dev)
+            synchronize(dev)
 
     with precision_context(p):
         t = _time_fn(step, 3, 0.05, min_run_time)
