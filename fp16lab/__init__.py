@@ -22,6 +22,8 @@ Submodules, by job:
 - ``checkpoint``: atomic checkpoints with the scaler, checked before loading; the history sidecar
 - ``align``: Tensor Core alignment: audit, padding, matmul sweeps
 - ``debug``: dtype trace under autocast, first non-finite layer, peak memory, batch search
+- ``memory``: tensor-level memory accounting (in-place ops), allocator caps, OOM rows,
+  fragmentation and ``expandable_segments`` (in a child process), memory snapshots as tables
 - ``bench``: training/inference throughput and peak memory, honestly timed
 - ``infer``, ``graphs``, ``islands``, ``decode``: inference in FP16/BF16 (cast or autocast,
   latency/throughput sweeps, accuracy against FP32), CUDA graphs and compile with their setup
@@ -54,6 +56,7 @@ __all__ = [
     "islands",
     "lm",
     "lm_data",
+    "memory",
     "numerics",
     "optim",
     "outputs",

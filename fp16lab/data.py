@@ -20,7 +20,7 @@ from torch.utils.data import DataLoader, Dataset
 from fp16lab.checks import non_negative_int, positive_float, positive_int
 from fp16lab.device import resolve_device
 
-__all__ = ["CLASS_NAMES", "ShapesDataset", "make_loaders", "small_cnn"]
+__all__ = ["CLASS_NAMES", "ShapesDataset", "AugmentedShapes", "make_loaders", "small_cnn"]
 
 CLASS_NAMES: tuple[str, ...] = (
     "disk",
@@ -172,6 +172,40 @@ class ShapesDataset(Dataset):
             f"ShapesDataset(n={self.n}, image_size={self.image_size}, num_classes={self.num_classes}, "
             f"seed={self.seed}, noise={self.noise})"
         )
+
+
+class AugmentedShapes(Dataset):
+    """:class:`ShapesDataset` images augmented per sample on the CPU, as a real image pipeline does.
+
+    Why: an input pipeline that does work per sample (decode, crop, flip) is what ``num_workers``
+    and ``pin_memory`` speed up. Each item: reflect-pad by ``pad`` pixels, crop a random
+    ``image_size`` window, flip horizontally with probability 1/2, normalise (float32). It lives in
+    the package so ``DataLoader`` workers started with *spawn* (Windows, macOS) can import it.
+    Defaults: ``image_size=64``, ``num_classes=10``, ``seed=0`` (the images; the augmentation
+    draws from torch's global generator, which the DataLoader seeds per worker), ``pad=4``.
+    """
+
+    def __init__(self, n: int, image_size: int = 64, num_classes: int = 10, *, seed: int = 0, pad: int = 4) -> None:
+        self.pad = _check_int("pad", pad, 0)
+        self.base = ShapesDataset(n, image_size, num_classes, seed=seed)
+        self.images, self.labels = self.base.images, self.base.labels
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        size, p = self.base.image_size, self.pad
+        img = self.images[index].float()
+        if p:
+            img = torch.nn.functional.pad(img.unsqueeze(0), (p, p, p, p), mode="reflect").squeeze(0)
+        top, left = torch.randint(0, 2 * p + 1, (2,)).tolist()
+        img = img[:, top : top + size, left : left + size]
+        if torch.rand(()) < 0.5:
+            img = img.flip(-1)
+        return (img / 255 - _MEAN) / _STD, self.labels[index]
+
+    def __repr__(self) -> str:
+        return f"AugmentedShapes(n={len(self)}, image_size={self.base.image_size}, pad={self.pad}, seed={self.base.seed})"
 
 
 def make_loaders(

@@ -133,3 +133,32 @@ def _learn() -> None:
         fit(model, tr, opt, precision="fp32", epochs=6, progress=False)  # 3 was too close to the bar
     after = evaluate(model, va)["val_accuracy"]
     assert after > 0.5 and after > before + 0.2, (before, after)  # chance is 0.25
+
+
+def test_augmented_shapes_items_and_refusals() -> None:
+    from fp16lab.data import AugmentedShapes
+
+    data = AugmentedShapes(8, image_size=16, seed=3)
+    torch.manual_seed(0)
+    x, y = data[0]
+    assert x.shape == (3, 16, 16) and x.dtype == torch.float32 and y.dtype == torch.int64
+    base = ShapesDataset(8, image_size=16, seed=3)
+    assert torch.equal(data.labels, base.labels)
+    plain = AugmentedShapes(8, image_size=16, seed=3, pad=0)
+    torch.manual_seed(1)
+    a = plain[2][0]
+    assert torch.allclose(a, base[2][0]) or torch.allclose(a, base[2][0].flip(-1))  # no pad: only a flip
+    with pytest.raises(ValueError, match="pad"):
+        AugmentedShapes(8, pad=-1)
+
+
+def test_augmented_shapes_work_in_spawned_workers() -> None:
+    # Windows and macOS start DataLoader workers with spawn: the dataset must pickle and import.
+    from torch.utils.data import DataLoader
+
+    from fp16lab.data import AugmentedShapes
+
+    data = AugmentedShapes(16, image_size=16, seed=0)
+    loader = DataLoader(data, batch_size=8, num_workers=1, multiprocessing_context="spawn")
+    batches = list(loader)
+    assert len(batches) == 2 and batches[0][0].shape == (8, 3, 16, 16)
