@@ -10,7 +10,8 @@ Submodules, by job:
 - ``env``: the environment report (``python -m fp16lab doctor``) and measurement metadata
 - ``config``: quick mode (the one switch for problem sizes), live-or-reference
 - ``precision``: fp32 / tf32 / fp16 / bf16 as a validated choice, autocast, TF32 settings
-- ``numerics``: format facts, bit views, ULP spacing, cast statistics
+- ``numerics``: storage formats (fp32, fp16, bf16, FP8 E4M3/E5M2): facts, exact rounding, bit views,
+  ULP spacing, cast statistics (formats, not precisions: see its docstring)
 - ``data``: learnable image data generated locally (nothing is downloaded)
 - ``gpt``, ``lm_data``: a small GPT (KV-cache decoding, FLOPs per token) and a synthetic
   language with a known entropy floor, for the transformer lessons

@@ -55,11 +55,50 @@ def test_classes_differ_in_shape_not_only_colour() -> None:
         {"n": 10, "num_classes": 11},
         {"n": 10, "noise": 2.0},
         {"n": 10, "num_classes": 3.0},
+        {"n": True},
+        {"n": 10, "seed": -1},
+        {"n": 10, "seed": "0"},
+        {"n": 10, "noise": "0.1"},
+        {"n": 10, "noise": True},
     ],
 )
 def test_bad_arguments(kwargs: dict) -> None:
     with pytest.raises(ValueError, match="must be"):
         ShapesDataset(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"n_train": 0}, "n_train"),
+        ({"n_val": "32"}, "n_val"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"batch_size": True}, "batch_size"),
+        ({"num_workers": -1}, "num_workers"),
+        ({"pin_memory": "yes"}, "pin_memory"),
+        ({"seed": 1.5}, "seed"),
+        ({"image_size": 4}, "image_size"),
+        ({"batch_size": 200}, "exceeds n_train"),
+    ],
+)
+def test_make_loaders_names_the_bad_argument_before_generating(kwargs: dict, name: str) -> None:
+    with pytest.raises(ValueError, match=name):
+        make_loaders(**({"n_train": 64, "n_val": 16, "batch_size": 8} | kwargs))
+
+
+def test_tensors_device_must_exist() -> None:
+    ds = ShapesDataset(4, 8, 2)
+    with pytest.raises(ValueError, match="device"):
+        ds.tensors("gpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA GPU"):
+            ds.tensors("cuda")
+
+
+@pytest.mark.parametrize("kwargs", [{"num_classes": 1}, {"width": 0}, {"in_channels": "3"}, {"width": 8.0}])
+def test_small_cnn_bad_arguments(kwargs: dict) -> None:
+    with pytest.raises(ValueError, match="must be"):
+        small_cnn(**kwargs)
 
 
 def test_make_loaders_repeatable() -> None:

@@ -118,7 +118,7 @@ def test_latency_sweep_rows_and_consistency():
                        channels_last=[False, True], device="cpu", min_run_time=0.01, warmup=1)
     assert len(df) == (2 + 4) * 2
     assert (df["status"] == "ok").all()
-    assert ((df["ms_per_batch"] > 0) & (df["iqr_ms"] >= 0)).all()
+    assert ((df["ms_per_batch"] > 0) & (df["iqr_ms"].isna() | (df["iqr_ms"] >= 0))).all()  # NaN: one timed run, no spread
     pd.testing.assert_series_equal(df["items_per_s"], df["batch"] / df["ms_per_batch"] * 1e3, check_names=False)
     pd.testing.assert_series_equal(df["ms_per_item"], df["ms_per_batch"] / df["batch"], check_names=False)
     assert df["gpu_busy"].isna().all()
