@@ -23,9 +23,6 @@ LESSONS = lessons(ROOT / "notebooks")
 # authors. Remove a name when its lesson passes (the test then guards it); a new lesson belongs here
 # only if it was merged before its prose was fixed.
 NOT_YET_FIXED = {
-    "00_setup_and_verify.ipynb",
-    "01_fp16_numerics.ipynb",
-    "03_tensor_core_alignment.ipynb",
     "07_transformers.ipynb",
     "08_inference.ipynb",
 }
