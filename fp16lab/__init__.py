@@ -18,7 +18,9 @@ Submodules, by job:
   ``torchao.float8`` (optional extra), the raw ``torch._scaled_mm`` matmul and its TFLOP/s
 - ``lm``, ``optim``: training and measuring that GPT per precision (excess loss, tokens/s,
   MFU, memory); AdamW for 16-bit weights (Kahan summation or an FP32 master copy)
-- ``train``: the AMP training step and loop, history, checkpoints with the scaler
+- ``train``: the AMP training loop (``fit``): history, evaluation, checkpoints, divergence guard
+- ``step``: one AMP optimizer step in the right order (``train_step``), evaluation
+- ``checkpoint``: atomic checkpoints with the scaler, checked before loading; the history sidecar
 - ``align``: Tensor Core alignment: audit, padding, matmul sweeps
 - ``debug``: dtype trace under autocast, first non-finite layer, peak memory, batch search
 - ``bench``: training/inference throughput and peak memory, honestly timed
@@ -34,6 +36,7 @@ __all__ = [
     "__version__",
     "align",
     "bench",
+    "checkpoint",
     "checks",
     "config",
     "data",
@@ -51,6 +54,7 @@ __all__ = [
     "outputs",
     "precision",
     "results",
+    "step",
     "timing",
     "train",
     "workshop",

@@ -131,6 +131,9 @@ def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 class Attention(nn.Module):
     """Causal multi-head self-attention through SDPA, with an optional KV cache."""
 
+    k_cache: torch.Tensor | None
+    v_cache: torch.Tensor | None
+
     def __init__(self, cfg: GPTConfig) -> None:
         super().__init__()
         self.n_heads, self.head_dim, self.dropout = cfg.n_heads, cfg.head_dim, cfg.dropout
@@ -148,10 +151,11 @@ class Attention(nn.Module):
             p = self.dropout if self.training else 0.0
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p)
         else:  # cached: write K, V at input_pos, attend over the whole (masked) cache
-            assert self.k_cache is not None and self.v_cache is not None and mask is not None
-            self.k_cache[:, :, input_pos] = k.to(self.k_cache.dtype)
-            self.v_cache[:, :, input_pos] = v.to(self.v_cache.dtype)
-            y = F.scaled_dot_product_attention(q, self.k_cache, self.v_cache, attn_mask=mask)
+            kc, vc = self.k_cache, self.v_cache
+            assert kc is not None and vc is not None and mask is not None
+            kc[:, :, input_pos] = k.to(kc.dtype)
+            vc[:, :, input_pos] = v.to(vc.dtype)
+            y = F.scaled_dot_product_attention(q, kc, vc, attn_mask=mask)
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
 
@@ -190,6 +194,8 @@ class GPT(nn.Module):
     Set ``model.checkpointing = True`` to recompute each block in backward (activation
     checkpointing: less memory, about one more forward pass of compute).
     """
+
+    causal_mask: torch.Tensor | None
 
     def __init__(self, cfg: GPTConfig) -> None:
         super().__init__()
@@ -262,20 +268,23 @@ class GPT(nn.Module):
         w = self.wte.weight
         dtype = w.dtype if dtype is None else dtype
         shape = (positive_int("batch_size", batch_size), self.cfg.n_heads, max_len, self.cfg.head_dim)
-        for block in self.h:
-            block.attn.k_cache = torch.zeros(shape, dtype=dtype, device=w.device)
-            block.attn.v_cache = torch.zeros(shape, dtype=dtype, device=w.device)
+        for attn in self._attentions():
+            attn.k_cache = torch.zeros(shape, dtype=dtype, device=w.device)
+            attn.v_cache = torch.zeros(shape, dtype=dtype, device=w.device)
         self.causal_mask = torch.ones(max_len, max_len, dtype=torch.bool, device=w.device).tril()
 
     def drop_cache(self) -> None:
         """Free the KV caches made by :meth:`setup_cache`."""
-        for block in self.h:
-            block.attn.k_cache = block.attn.v_cache = None
+        for attn in self._attentions():
+            attn.k_cache = attn.v_cache = None
         self.causal_mask = None
+
+    def _attentions(self) -> list[Attention]:
+        return [m for m in self.modules() if isinstance(m, Attention)]
 
     def decode_step(self, token: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
         """Logits ``(B, 1, vocab)`` of the next token after ``token`` ``(B, 1)`` at position ``input_pos`` ``(1,)``."""
-        return self(token, input_pos=input_pos)  # type: ignore[return-value]
+        return self(token, input_pos=input_pos)
 
     @torch.no_grad()
     def generate(self, idx: torch.Tensor, max_new_tokens: int, *, temperature: float = 0.0,
@@ -290,7 +299,7 @@ class GPT(nn.Module):
         positive_float("temperature", temperature, allow_zero=True)
         B, T0 = idx.shape
         total = T0 + max_new_tokens
-        k = self.h[0].attn.k_cache
+        k = self._attentions()[0].k_cache
         if k is None or k.shape[0] != B or k.shape[2] < total:
             self.setup_cache(B, total)
         step = self.decode_step if step is None else step

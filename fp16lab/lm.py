@@ -303,7 +303,7 @@ def sdpa_kernel_ran(fn: Callable[[], object]) -> str:
     seen: list[str] = []
 
     class _Names(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             seen.append(func.overloadpacket.__name__)
             return func(*args, **(kwargs or {}))
 

@@ -54,7 +54,7 @@ class AdamW16(torch.optim.Optimizer):
         self.rounded_away = torch.zeros(())
 
     @torch.no_grad()
-    def step(self, closure=None):  # type: ignore[no-untyped-def, override]
+    def step(self, closure=None):
         """One AdamW step; sets :attr:`rounded_away` (a 0-dim tensor, no host sync)."""
         loss = None
         if closure is not None:

@@ -13,14 +13,15 @@ from dataclasses import dataclass
 
 import torch
 
-from fp16lab.device import parse_device
+from fp16lab.checks import positive_int
+from fp16lab.device import parse_device, synchronize
 from fp16lab.precision import Precision, parse_precision, precision_context
 
 # Importing torch.utils.benchmark logs "No CUDA runtime is found" on CPU machines: noise.
 logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
 import torch.utils.benchmark as tbench  # noqa: E402
 
-__all__ = ["Timing", "time_fn", "time_cuda_events", "matmul_tflops", "DTYPES"]
+__all__ = ["Timing", "time_fn", "time_cuda_events", "time_windows", "matmul_tflops", "DTYPES"]
 
 DTYPES: dict[Precision, torch.dtype] = {
     Precision.FP32: torch.float32,
@@ -108,6 +109,39 @@ def time_cuda_events(
     times = sorted(s.elapsed_time(e) / 1e3 for s, e in pairs)
     q = statistics.quantiles(times, n=4) if len(times) >= 2 else [times[0]] * 3
     return Timing(statistics.median(times), q[2] - q[0], repeats, "CUDA events")
+
+
+def time_windows(run: Callable[[], object], device: "torch.device | str", windows: int) -> list[float]:
+    """Seconds taken by each of ``windows`` back-to-back calls of ``run()`` (a window of steps).
+
+    On CUDA a pair of CUDA events is recorded around each call and the host waits once, at
+    the end: the events time the GPU's own work, and the windows follow each other with no
+    sync between them (as in training). Elsewhere the device is synchronised around each call
+    and ``time.perf_counter`` measures it. No warm-up here: run untimed steps first (compile,
+    autotuning, the caching allocator). :mod:`fp16lab.bench` times every benchmark with this.
+    """
+    import time
+
+    dev = parse_device(device)
+    windows = positive_int("windows", windows)
+    if dev.type == "cuda":
+        pairs = []
+        for _ in range(windows):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            run()
+            end.record()
+            pairs.append((start, end))
+        torch.cuda.synchronize(dev)
+        return [s.elapsed_time(e) / 1e3 for s, e in pairs]
+    out = []
+    for _ in range(windows):
+        synchronize(dev)
+        t0 = time.perf_counter()
+        run()
+        synchronize(dev)
+        out.append(time.perf_counter() - t0)
+    return out
 
 
 def matmul_tflops(

@@ -1,37 +1,24 @@
-"""The mixed-precision training loop, in the right order, with a history you can plot.
+"""The mixed-precision training loop with a history you can plot, checkpoints and a guard.
 
-One optimizer step (:func:`train_step`) is, for every micro-batch of the step::
-
-    with autocast(precision, device):          # forward and loss in fp16/bf16 where safe
-        loss = loss_fn(model(x), y)
-    scaler.scale(loss / accum_steps).backward()  # backward outside autocast
-
-and then, once, at the accumulation boundary::
-
-    scaler.unscale_(optimizer)                 # true gradients (needed to clip / measure)
-    clip_grad_norm_(params, max_norm)          # optional; must follow unscale_
-    scaler.step(optimizer)                     # skipped when a gradient is inf/NaN
-    scaler.update()                            # halve the scale after a skip, grow it later
-    scheduler.step()                           # only when the step was not skipped
-    optimizer.zero_grad(set_to_none=True)
-
-The scaler (``torch.amp.GradScaler``) is enabled only for fp16; bf16 has fp32's range.
-:func:`fit` runs steps, keeps a :class:`History` (a pandas DataFrame), guards against
-divergence with :class:`TrainingDiverged`, evaluates, and checkpoints atomically with
-:func:`save_checkpoint` / :func:`load_checkpoint` so that a resumed run continues exactly
-as an uninterrupted one would.
+:func:`fit` checks every argument first (and, for a resume, the whole checkpoint), then runs
+:func:`fp16lab.step.train_step`'s recipe step after step, keeps a :class:`History` (a pandas
+DataFrame), stops a run that cannot go on with :class:`TrainingDiverged`, evaluates, and
+checkpoints atomically (:mod:`fp16lab.checkpoint`, the history once, in a sidecar file) so that
+a resumed run continues exactly as an uninterrupted one would. Its parts: the plan (argument
+checks), the resume (checked before it is applied), one step's record, the divergence check
+and the evaluation/checkpoint cadence. ``train_step``, ``evaluate``, ``make_scaler``,
+``StepResult``, ``save_checkpoint`` and ``load_checkpoint`` are importable from here too.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import numbers
 import os
-import pickle
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,58 +27,60 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fp16lab.device import parse_device
-from fp16lab.precision import (
-    Precision,
-    autocast,
-    check_precision_supported,
-    parse_precision,
-    precision_context,
+from fp16lab.checkpoint import (
+    CHECKPOINT_FORMAT,
+    HistoryFile,
+    apply_checkpoint,
+    check_checkpoint_fits,
+    check_writable_folder,
+    load_checkpoint,
+    read_checkpoint,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
+from fp16lab.checks import boolean, positive_float, positive_int
+from fp16lab.precision import Precision, check_precision_supported, precision_context
+from fp16lab.step import (
+    Batch,
+    LossFn,
+    StepResult,
+    _callable,
+    _check_core,
+    _check_scaler_fits,
+    _check_scheduler,
+    _evaluate,
+    _resolve_run_device,
+    _split,
+    _step,
+    _trainable,
+    evaluate,
+    make_scaler,
+    train_step,
 )
 
 __all__ = [
-    "History",
-    "StepResult",
-    "TrainingDiverged",
-    "make_scaler",
-    "train_step",
-    "evaluate",
-    "fit",
-    "save_checkpoint",
-    "load_checkpoint",
-    "CHECKPOINT_FORMAT",
+    "History", "StepResult", "TrainingDiverged", "make_scaler", "train_step", "evaluate", "fit",
+    "save_checkpoint", "load_checkpoint", "CHECKPOINT_FORMAT", "NONFINITE_LOSS_STREAK",
 ]
 
-CHECKPOINT_FORMAT = "fp16lab-checkpoint-1"
-
-LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-Batch = Sequence[torch.Tensor]
-
-_COLUMNS = (
-    "step",
-    "epoch",
-    "loss",
-    "accuracy",
-    "scale",
-    "skipped",
-    "grad_norm",
-    "lr",
-    "samples",
-    "samples_per_s",
-    "time_s",
-)
+_COLUMNS = ("step", "epoch", "loss", "accuracy", "scale", "skipped", "grad_norm", "lr", "samples", "samples_per_s",
+            "time_s")
+# fp16 with min_scale=None: this many non-finite losses in a row stop the run
+NONFINITE_LOSS_STREAK = 3
 
 
 class History(pd.DataFrame):
     """One row per optimizer step: step, epoch, loss, accuracy, scale, skipped, grad_norm, lr,
-    samples, samples_per_s, time_s (and val_* columns where an evaluation ran).
+    samples, samples_per_s, time_s (and val_* / eval_fn columns where an evaluation ran).
 
-    ``loss`` is the mean of the micro-batch losses of the step (the true loss, not scaled);
-    ``accuracy`` the training-batch accuracy (NaN when the task is not classification);
-    ``scale`` the GradScaler scale *after* the step's ``update()`` (1.0 without a scaler);
-    ``grad_norm`` the total L2 norm of the unscaled gradients before clipping;
-    ``samples_per_s`` the step's samples over its wall time (data loading included).
-    ``history.attrs`` records precision, device, accum_steps and clip_grad_norm.
+    ``loss`` is the step's loss over all its samples (micro-batch losses weighted by their
+    size; the true loss, not scaled); ``accuracy`` the training-batch accuracy (NaN when the
+    task is not classification); ``scale`` the GradScaler scale *after* the step's
+    ``update()`` (1.0 without a scaler); ``grad_norm`` the total L2 norm of the unscaled
+    gradients before clipping; ``samples_per_s`` the step's samples over its wall time (data
+    loading included). ``history.attrs`` records precision, device, accum_steps and
+    clip_grad_norm.
     """
 
     @property
@@ -116,9 +105,17 @@ class History(pd.DataFrame):
 
 
 class TrainingDiverged(RuntimeError):
-    """Raised by :func:`fit` when the loss is not finite (fp32/tf32/bf16) or the fp16 scale
-    collapses below ``min_scale``. Attributes: ``step``, ``value``, ``reason`` and ``history``
-    (the :class:`History` up to and including the failing step)."""
+    """Raised by :func:`fit` when a run cannot go on. ``reason`` says why:
+
+    - ``"data"``: the loss is not finite and the step's inputs or targets hold NaN/inf;
+    - ``"loss"``: the loss is not finite (fp32/tf32/bf16: at once; fp16 with
+      ``min_scale=None``: on ``NONFINITE_LOSS_STREAK`` steps in a row);
+    - ``"grad_norm"``: fp32/tf32/bf16 gradients that are not finite (no scaler skips them);
+    - ``"scale"``: the fp16 loss scale fell below ``min_scale`` (a heuristic, see :func:`fit`).
+
+    Attributes: ``step``, ``value``, ``reason`` and ``history`` (the :class:`History` up to
+    and including the failing step).
+    """
 
     def __init__(self, message: str, *, step: int, value: float, reason: str, history: History) -> None:
         super().__init__(message)
@@ -128,308 +125,7 @@ class TrainingDiverged(RuntimeError):
         self.history = history
 
 
-@dataclass(frozen=True)
-class StepResult:
-    """What one optimizer step did (python numbers, read after the step finished)."""
-
-    loss: float
-    correct: int | None
-    samples: int
-    grad_norm: float | None
-    scale_before: float
-    scale: float
-    skipped: bool
-    lr: float
-
-    @property
-    def accuracy(self) -> float:
-        """Training-batch accuracy, NaN when it is not a classification batch."""
-        return self.correct / self.samples if self.correct is not None and self.samples else math.nan
-
-
-def make_scaler(precision: "Precision | str", device: "torch.device | str") -> torch.amp.GradScaler:
-    """``torch.amp.GradScaler(device.type, enabled=(precision is fp16))`` with its defaults
-    (initial scale 2**16, growth 2x every 2000 good steps, backoff 0.5)."""
-    p = parse_precision(precision)
-    dev = parse_device(device)
-    return torch.amp.GradScaler(dev.type, enabled=p.uses_scaler)
-
-
-def _total_norm(grads: list[torch.Tensor]) -> torch.Tensor:
-    """The 2-norm of all gradients together (``get_total_norm`` exists from torch 2.6 on)."""
-    if hasattr(torch.nn.utils, "get_total_norm"):
-        return torch.nn.utils.get_total_norm(grads)
-    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
-
-
-def _trainable(model: nn.Module) -> list[torch.nn.Parameter]:
-    return [p for p in model.parameters() if p.requires_grad]
-
-
-def _split(batch: object) -> tuple[torch.Tensor, torch.Tensor]:
-    if isinstance(batch, (list, tuple)) and len(batch) == 2:
-        return batch[0], batch[1]
-    raise ValueError(
-        f"each batch must be a pair (inputs, targets), got {type(batch).__name__}"
-        + (f" of length {len(batch)}" if isinstance(batch, (list, tuple)) else "")
-    )
-
-
-def _to_device(x: torch.Tensor, device: torch.device, channels_last: bool) -> torch.Tensor:
-    if channels_last and x.dim() == 4:
-        return x.to(device, non_blocking=True, memory_format=torch.channels_last)
-    return x.to(device, non_blocking=True)
-
-
-def train_step(
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scaler: torch.amp.GradScaler,
-    batches: Sequence[Batch],
-    *,
-    precision: "Precision | str" = "fp16",
-    device: "torch.device | str | None" = None,
-    loss_fn: LossFn | None = None,
-    clip_grad_norm: float | None = None,
-    scheduler: Any | None = None,
-    channels_last: bool = False,
-    track_grad_norm: bool = True,
-) -> StepResult:
-    """One optimizer step over ``batches`` (its micro-batches: ``len(batches)`` = accumulation).
-
-    Defaults: ``precision="fp16"``, ``device`` = the model's, ``loss_fn`` = cross-entropy, no
-    clipping, no scheduler, NCHW inputs, the gradient norm measured. Each micro-batch loss
-    is divided by ``len(batches)`` so the accumulated gradient equals that of one big batch.
-    Expects the gradients to be cleared (``None``) on entry and leaves them so. The inputs
-    are moved with ``non_blocking=True`` (fast from pinned memory). The host waits for the
-    device once, at the end, to read the numbers it returns.
-    """
-    if len(batches) == 0:
-        raise ValueError("train_step needs at least one (inputs, targets) micro-batch, got none")
-    p = parse_precision(precision)
-    params = _trainable(model)
-    if not params:
-        raise ValueError("the model has no trainable parameters (all have requires_grad=False)")
-    dev = parse_device(device) if device is not None else params[0].device
-    loss_fn = loss_fn or F.cross_entropy
-    n = len(batches)
-    scale_before = scaler.get_scale()
-    lr = float(optimizer.param_groups[0]["lr"])
-    loss_sum = torch.zeros((), device=dev)
-    correct = torch.zeros((), device=dev, dtype=torch.int64)
-    classify = True
-    samples = 0
-    for batch in batches:
-        x, y = _split(batch)
-        x, y = _to_device(x, dev, channels_last), y.to(dev, non_blocking=True)
-        with autocast(p, dev):
-            out = model(x)
-            loss = loss_fn(out, y)
-        scaler.scale(loss / n).backward()
-        loss_sum += loss.detach().float()
-        samples += int(y.shape[0]) if y.dim() else 1
-        if classify and out.dim() == 2 and y.dim() == 1 and not y.is_floating_point():
-            correct += (out.detach().argmax(1) == y).sum()
-        else:
-            classify = False
-    grad_norm = None
-    if clip_grad_norm is not None or track_grad_norm:
-        scaler.unscale_(optimizer)  # no-op when the scaler is disabled
-        if clip_grad_norm is not None:
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, clip_grad_norm)
-        else:
-            grad_norm = _total_norm([q.grad for q in params if q.grad is not None])
-    scaler.step(optimizer)
-    scaler.update()
-    scale = scaler.get_scale()
-    skipped = scaler.is_enabled() and scale < scale_before
-    if scheduler is not None and not skipped:
-        scheduler.step()
-    optimizer.zero_grad(set_to_none=True)
-    stats = [loss_sum / n, correct.float()]
-    if grad_norm is not None:
-        stats.append(grad_norm.float().to(dev))
-    values = torch.stack(stats).tolist()  # the one host-device sync of the step
-    return StepResult(
-        loss=values[0],
-        correct=int(values[1]) if classify else None,
-        samples=samples,
-        grad_norm=values[2] if grad_norm is not None else None,
-        scale_before=float(scale_before),
-        scale=float(scale),
-        skipped=bool(skipped),
-        lr=lr,
-    )
-
-
-@torch.no_grad()
-def evaluate(
-    model: nn.Module,
-    loader: Iterable[Batch],
-    *,
-    precision: "Precision | str" = "fp32",
-    device: "torch.device | str | None" = None,
-    loss_fn: LossFn | None = None,
-    channels_last: bool = False,
-) -> dict[str, float]:
-    """Mean loss and accuracy of ``model`` over ``loader`` in eval mode, under autocast.
-
-    Defaults: ``precision="fp32"``, ``device`` = the model's, ``loss_fn`` = cross-entropy
-    (it must average over the batch). Returns ``{"val_loss", "val_accuracy"}`` (accuracy
-    NaN when not classification); restores the model's train/eval mode afterwards.
-    """
-    p = parse_precision(precision)
-    first = next(model.parameters(), None)
-    dev = parse_device(device) if device is not None else (first.device if first is not None else torch.device("cpu"))
-    loss_fn = loss_fn or F.cross_entropy
-    was_training = model.training
-    model.eval()
-    total = torch.zeros((), device=dev, dtype=torch.float64)
-    correct = torch.zeros((), device=dev, dtype=torch.int64)
-    count, classify = 0, True
-    try:
-        for batch in loader:
-            x, y = _split(batch)
-            x, y = _to_device(x, dev, channels_last), y.to(dev, non_blocking=True)
-            with autocast(p, dev):
-                out = model(x)
-                loss = loss_fn(out, y)
-            b = int(y.shape[0]) if y.dim() else 1
-            total += loss.double() * b
-            count += b
-            if classify and out.dim() == 2 and y.dim() == 1 and not y.is_floating_point():
-                correct += (out.argmax(1) == y).sum()
-            else:
-                classify = False
-    finally:
-        model.train(was_training)
-    if count == 0:
-        raise ValueError("the evaluation loader yielded no batches")
-    return {
-        "val_loss": float(total) / count,
-        "val_accuracy": float(correct) / count if classify else math.nan,
-    }
-
-
-# ---------------------------------------------------------------- checkpoints
-
-
-def _rng_state(device: torch.device) -> dict[str, Any]:
-    state: dict[str, Any] = {"cpu": torch.get_rng_state()}
-    if device.type == "cuda":
-        state["cuda"] = torch.cuda.get_rng_state(device)
-    return state
-
-
-def _set_rng_state(state: Mapping[str, Any], device: torch.device) -> None:
-    # RNG states must be CPU ByteTensors, also when the checkpoint was loaded onto the GPU.
-    torch.set_rng_state(state["cpu"].cpu())
-    if device.type == "cuda" and state.get("cuda") is not None:
-        torch.cuda.set_rng_state(state["cuda"].cpu(), device)
-
-
-def save_checkpoint(
-    path: "str | os.PathLike[str]",
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer | None = None,
-    *,
-    scaler: torch.amp.GradScaler | None = None,
-    scheduler: Any | None = None,
-    step: int = 0,
-    extra: Mapping[str, Any] | None = None,
-) -> Path:
-    """Write model, optimizer, scaler, scheduler, ``step`` and the torch RNG state to ``path``.
-
-    Atomic: written to a temporary file in the same folder, flushed, then ``os.replace``d
-    over ``path``, so a crash mid-save leaves the previous checkpoint intact. ``extra`` (plain
-    python data and tensors) is stored as is. Defaults: no optimizer/scaler/scheduler, step 0.
-    The scaler state matters: without it a resumed fp16 run restarts at scale 2**16 and
-    skips steps again.
-    """
-    out = Path(path)
-    if not out.parent.exists():
-        raise ValueError(f"folder {str(out.parent)!r} does not exist; create it first")
-    if not isinstance(step, int) or step < 0:
-        raise ValueError(f"step must be an int >= 0, got {step!r}")
-    first = next(model.parameters(), None)
-    device = first.device if first is not None else torch.device("cpu")
-    payload = {
-        "format": CHECKPOINT_FORMAT,
-        "step": step,
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict() if optimizer is not None else None,
-        "scaler": scaler.state_dict() if scaler is not None else None,
-        "scheduler": scheduler.state_dict() if scheduler is not None else None,
-        "rng": _rng_state(device),
-        "torch": str(torch.__version__),
-        "extra": dict(extra or {}),
-    }
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            torch.save(payload, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return out
-
-
-def load_checkpoint(
-    path: "str | os.PathLike[str]",
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer | None = None,
-    *,
-    scaler: torch.amp.GradScaler | None = None,
-    scheduler: Any | None = None,
-    map_location: "str | torch.device" = "cpu",
-    restore_rng: bool = True,
-    weights_only: bool = True,
-) -> dict[str, Any]:
-    """Load a :func:`save_checkpoint` file into the given objects; return the payload.
-
-    Defaults: ``map_location="cpu"`` (state is copied onto the model's device by
-    ``load_state_dict``), the RNG state restored, ``torch.load(weights_only=True)`` (no
-    arbitrary code from the file; pass False only for files you trust whose scheduler state
-    holds python objects). The returned dict has ``step`` and ``extra``.
-    """
-    p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"no checkpoint at {str(p)!r}")
-    try:
-        payload = torch.load(p, map_location=map_location, weights_only=weights_only)
-    except pickle.UnpicklingError as exc:
-        raise ValueError(
-            f"{str(p)!r} could not be loaded with weights_only={weights_only}: {exc}. If you trust "
-            "the file, pass weights_only=False."
-        ) from exc
-    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"{str(p)!r} is not an fp16lab checkpoint (format {CHECKPOINT_FORMAT!r})")
-    model.load_state_dict(payload["model"])
-    for name, obj in (("optimizer", optimizer), ("scheduler", scheduler)):
-        if obj is not None:
-            if payload[name] is None:
-                raise ValueError(f"the checkpoint {str(p)!r} has no {name} state")
-            obj.load_state_dict(payload[name])
-    if scaler is not None:
-        saved = payload["scaler"] or {}
-        if bool(saved) != scaler.is_enabled():
-            raise ValueError(
-                f"scaler mismatch: the checkpoint's GradScaler was {'enabled' if saved else 'disabled or absent'}, "
-                f"the one given is {'enabled' if scaler.is_enabled() else 'disabled'} "
-                "(resume with the precision the checkpoint was trained in)"
-            )
-        if saved:
-            scaler.load_state_dict(saved)
-    if restore_rng:
-        first = next(model.parameters(), None)
-        _set_rng_state(payload["rng"], first.device if first is not None else torch.device("cpu"))
-    return payload
-
-
-# ---------------------------------------------------------------- the loop
+# ---------------------------------------------------------------- the data stream
 
 
 def _loader_generators(loader: object) -> list[torch.Generator]:
@@ -441,7 +137,11 @@ def _loader_generators(loader: object) -> list[torch.Generator]:
 
 
 class _Stream:
-    """Micro-batches across epochs, with the position and RNG needed to replay it exactly."""
+    """Steps of micro-batches, epoch by epoch, with the position and RNG to replay it exactly.
+
+    A step never spans two epochs: the last step of an epoch takes the micro-batches left
+    (fewer than ``accum_steps`` when they do not divide the epoch), so none is dropped.
+    """
 
     def __init__(self, loader: Iterable[Batch], device: torch.device) -> None:
         self.loader = loader
@@ -452,12 +152,12 @@ class _Stream:
         self._it: Iterator[Batch] | None = None
 
     def _capture(self) -> dict[str, Any]:
-        state = _rng_state(self.device)
+        state = rng_state(self.device)
         state["loader"] = [g.get_state() for g in _loader_generators(self.loader)]
         return state
 
     def _restore(self, state: Mapping[str, Any]) -> None:
-        _set_rng_state(state, self.device)
+        set_rng_state(state, self.device)
         for g, s in zip(_loader_generators(self.loader), state.get("loader", []), strict=False):
             g.set_state(s.cpu())
 
@@ -468,14 +168,19 @@ class _Stream:
         """Re-create the epoch's iterator with its RNG and skip what was already consumed."""
         self.epoch, self.pos = int(position["epoch"]), int(position["pos"])
         self.epoch_rng = position["epoch_rng"]
-        self._restore(self.epoch_rng)
-        self._it = iter(self.loader)
-        for _ in itertools.islice(self._it, self.pos):
-            pass
+        self._it = None
+        if self.pos > 0 and self.epoch_rng is not None:
+            self._restore(self.epoch_rng)
+            self._it = iter(self.loader)
+            for _ in itertools.islice(self._it, self.pos):
+                pass
         self._restore(position["now_rng"])
 
-    def next(self) -> Batch:
-        for _ in range(2):
+    def take(self, n: int) -> tuple[list[Batch], int]:
+        """Up to ``n`` micro-batches of one epoch, and that epoch's number."""
+        micro: list[Batch] = []
+        epoch = self.epoch
+        while len(micro) < n:
             if self._it is None:
                 self.epoch_rng = self._capture()
                 self._it = iter(self.loader)
@@ -483,21 +188,170 @@ class _Stream:
                 batch = next(self._it)
             except StopIteration:
                 empty = self.pos == 0
-                self._it = None
+                self._it, self.pos = None, 0
                 if empty:
-                    break
+                    raise ValueError(
+                        "the loader yielded no batches (is the dataset empty, or drop_last with too few items?)"
+                    ) from None
                 self.epoch += 1
-                self.pos = 0
+                if micro:
+                    break  # the epoch's last, shorter step
+                epoch = self.epoch
                 continue
             self.pos += 1
-            return batch
-        raise ValueError("the loader yielded no batches (is the dataset empty, or drop_last with too few items?)")
+            micro.append(batch)
+        return micro, epoch
 
 
-def _check_positive_int(name: str, value: object, low: int = 1) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-    return value
+# ---------------------------------------------------------------- fit: the plan (all checks)
+
+
+@dataclass
+class _Plan:
+    """fit's arguments, parsed and checked; nothing has been changed yet."""
+
+    precision: Precision
+    device: torch.device
+    move_model: bool
+    steps: int
+    accum_steps: int
+    loss_fn: LossFn
+    clip: float | None
+    min_scale: float | None
+    eval_loader: Iterable[Batch] | None
+    eval_fn: Callable[[nn.Module], Mapping[str, Any]] | None
+    eval_every: int | None
+    checkpoint: Path | None
+    checkpoint_every: int | None
+    resume: bool
+    channels_last: bool
+    track_grad_norm: bool
+    progress: bool
+    desc: str
+    loader_facts: dict[str, int | None] = field(default_factory=dict)
+
+
+def _loader_facts(loader: object) -> dict[str, int | None]:
+    """What a resume must find unchanged: the loader's batch size and batches per epoch."""
+    if not isinstance(loader, Iterable) or isinstance(loader, (torch.Tensor, str, bytes)):
+        raise ValueError(f"loader must be an iterable of (inputs, targets) batches, got {type(loader).__name__}")
+    try:
+        n_batches: int | None = len(loader)  # type: ignore[arg-type]
+    except TypeError:
+        n_batches = None
+    if n_batches == 0:
+        raise ValueError("the loader is empty (len(loader) == 0): nothing to train on")
+    size = getattr(loader, "batch_size", None)
+    return {"batch_size": size if isinstance(size, int) else None, "batches_per_epoch": n_batches}
+
+
+def _plan_steps(steps: object, epochs: object, accum: int, n_batches: int | None) -> int:
+    if steps is not None and epochs is not None:
+        raise ValueError(f"give steps or epochs, not both (got steps={steps!r}, epochs={epochs!r})")
+    if steps is not None:
+        return positive_int("steps", steps)
+    n_epochs = positive_int("epochs", epochs) if epochs is not None else 1
+    if n_batches is None:
+        raise ValueError("the loader has no len(); give steps= instead of epochs=")
+    return n_epochs * math.ceil(n_batches / accum)  # the last step of an epoch takes what is left
+
+
+def _plan_fit(model: nn.Module, loader: object, optimizer: torch.optim.Optimizer, scaler: object,
+              scheduler: object, a: dict[str, Any]) -> _Plan:
+    """Check every argument of :func:`fit` (``a``: its keyword arguments); change nothing."""
+    _check_core(model, optimizer, scaler)
+    _check_scheduler(scheduler)
+    dev = _resolve_run_device(model, a["device"])
+    p = check_precision_supported(a["precision"], dev)
+    _check_scaler_fits(scaler, p)  # type: ignore[arg-type]
+    accum = positive_int("accum_steps", a["accum_steps"])
+    facts = _loader_facts(loader)
+    every = {k: positive_int(k, a[k]) if a[k] is not None else None for k in ("eval_every", "checkpoint_every")}
+    eval_loader, eval_fn = a["eval_loader"], _callable("eval_fn", a["eval_fn"], "a function model -> dict")
+    if eval_loader is not None and (not isinstance(eval_loader, Iterable) or isinstance(eval_loader, torch.Tensor)):
+        raise ValueError(f"eval_loader must be an iterable of (inputs, targets) batches, got {type(eval_loader).__name__}")
+    if every["eval_every"] is not None and eval_loader is None and eval_fn is None:
+        raise ValueError("eval_every needs something to evaluate: give eval_loader= and/or eval_fn=")
+    resume = boolean("resume", a["resume"])
+    ckpt = a["checkpoint"]
+    if (resume or every["checkpoint_every"] is not None) and ckpt is None:
+        raise ValueError("resume/checkpoint_every need checkpoint=<path of the checkpoint file>")
+    if ckpt is not None:
+        ckpt = check_writable_folder(ckpt, name="checkpoint")
+        if HistoryFile(ckpt).path.is_dir():
+            raise ValueError(f"{str(HistoryFile(ckpt).path)!r} (where fit keeps the history of checkpoint={str(ckpt)!r}) "
+                             "is a folder; move it or choose another checkpoint name")
+    if a["desc"] is not None and not isinstance(a["desc"], str):
+        raise ValueError(f"desc must be a str or None, got {a['desc']!r}")
+    return _Plan(
+        precision=p, device=dev, move_model=a["device"] is not None,
+        steps=_plan_steps(a["steps"], a["epochs"], accum, facts["batches_per_epoch"]), accum_steps=accum,
+        loss_fn=_callable("loss_fn", a["loss_fn"], "a function (outputs, targets) -> loss") or F.cross_entropy,
+        clip=positive_float("clip_grad_norm", a["clip_grad_norm"]) if a["clip_grad_norm"] is not None else None,
+        min_scale=positive_float("min_scale", a["min_scale"]) if a["min_scale"] is not None else None,
+        eval_loader=eval_loader, eval_fn=eval_fn, eval_every=every["eval_every"], checkpoint=ckpt,
+        checkpoint_every=every["checkpoint_every"], resume=resume,
+        channels_last=boolean("channels_last", a["channels_last"]),
+        track_grad_norm=boolean("track_grad_norm", a["track_grad_norm"]),
+        progress=boolean("progress", a["progress"]), desc=a["desc"] or f"fit {p.value}", loader_facts=facts,
+    )
+
+
+# ---------------------------------------------------------------- fit: resume (checked before applied)
+
+
+@dataclass(frozen=True)
+class _Resume:
+    payload: dict[str, Any]
+    rows: list[dict[str, Any]]
+    mark: Mapping[str, Any]
+
+
+def _run_settings(plan: _Plan) -> dict[str, Any]:
+    """What a resumed run must share with the run that wrote the checkpoint."""
+    return {"precision": plan.precision.value, "accum_steps": plan.accum_steps, **plan.loader_facts}
+
+
+def _read_resume(plan: _Plan, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any) -> _Resume:
+    """Read and check the checkpoint completely; raise before anything is changed."""
+    path = plan.checkpoint
+    assert path is not None
+    if not path.exists():
+        raise FileNotFoundError(
+            f"resume=True, but there is no checkpoint at checkpoint={str(path)!r}. To start a new run pass "
+            "resume=False; to resume only when the file exists, pass resume=Path(checkpoint).exists()"
+        )
+    payload = read_checkpoint(path, map_location=plan.device, weights_only=True)
+    fit_extra = payload["extra"].get("fit")
+    if not isinstance(fit_extra, Mapping):
+        raise ValueError(f"{str(path)!r} was not written by fit (no run settings in it), so fit cannot resume it; "
+                         "load it with load_checkpoint and start fit with resume=False")
+    saved, now = fit_extra.get("settings", {}), _run_settings(plan)
+    diff = [f"{k}: checkpoint {saved.get(k)!r}, now {v!r}" for k, v in now.items()
+            if v is not None and saved.get(k) is not None and saved.get(k) != v]
+    if diff:
+        raise ValueError(f"cannot resume {str(path)!r} exactly: this run differs from the one that wrote it "
+                         f"({'; '.join(diff)}). Resume with the same settings and data, or start a new run")
+    check_checkpoint_fits(payload, path, model, optimizer, scheduler=scheduler,
+                          scaler_enabled=plan.precision.uses_scaler)
+    step = int(payload["step"])
+    if step > plan.steps:
+        raise ValueError(f"the checkpoint {str(path)!r} is at step {step}, past the steps={plan.steps} asked for; "
+                         f"ask for steps >= {step} to continue it")
+    rows = HistoryFile(path).read(fit_extra["history"], step)
+    return _Resume(payload=payload, rows=rows, mark=fit_extra["history"])
+
+
+# ---------------------------------------------------------------- fit: the divergence check
+
+
+@dataclass(frozen=True)
+class _Divergence:
+    """Why a run cannot go on: the reason (TrainingDiverged.reason), the value, the message."""
+
+    reason: str
+    value: float
+    message: str
 
 
 def _advice(precision: Precision) -> str:
@@ -508,6 +362,168 @@ def _advice(precision: Precision) -> str:
     elif precision is Precision.BF16:
         tips.append("fp32 for the layers that overflow")
     return "Try: " + "; ".join(tips) + "."
+
+
+def _nonfinite_inputs(micro: Sequence[Batch]) -> str | None:
+    """Which micro-batch holds NaN/inf inputs or targets (read only after a non-finite loss)."""
+    for i, batch in enumerate(micro, 1):
+        for what, t in zip(("inputs", "targets"), _split(batch), strict=True):
+            if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+                n_nan, n_inf = int(torch.isnan(t).sum()), int(torch.isinf(t).sum())
+                return f"micro-batch {i} of {len(micro)}: its {what} hold {n_nan} NaN and {n_inf} inf values"
+    return None
+
+
+def _check_divergence(plan: _Plan, step: int, r: StepResult, micro: Sequence[Batch],
+                      rows: Sequence[Mapping[str, Any]]) -> _Divergence | None:
+    """The run's health after one step; None while it is fine."""
+    p = plan.precision
+    if not math.isfinite(r.loss):
+        bad_data = _nonfinite_inputs(micro)
+        if bad_data is not None:
+            return _Divergence("data", r.loss, f"step {step}: the loss is {r.loss} because the data is not finite "
+                               f"({bad_data}). Check your data: look for NaN/inf in the dataset and in the "
+                               "preprocessing (a division by zero, log of 0, a missing value).")
+        if not p.uses_scaler:
+            return _Divergence("loss", r.loss, f"step {step}: the loss is {r.loss} (not finite) training in {p.value}. "
+                               + _advice(p))
+        streak = len(list(itertools.takewhile(lambda row: not math.isfinite(row["loss"]), reversed(rows))))
+        if plan.min_scale is None and streak >= NONFINITE_LOSS_STREAK:
+            return _Divergence("loss", r.loss, f"step {step}: the loss was not finite on {streak} steps in a row in "
+                               "fp16: the forward pass overflows, which no loss scale can fix (min_scale=None turned "
+                               "the scale check off). " + _advice(p))
+    if not p.uses_scaler and r.grad_norm is not None and not math.isfinite(r.grad_norm):
+        return _Divergence("grad_norm", r.grad_norm, f"step {step}: the gradient norm is {r.grad_norm} in {p.value} "
+                           "(no GradScaler skips such a step: the weights are no longer finite). " + _advice(p))
+    if p.uses_scaler and plan.min_scale is not None and r.scale < plan.min_scale:
+        recent = sum(bool(x["skipped"]) for x in rows[-50:])
+        forward = "" if math.isfinite(r.loss) else ": the loss itself is not finite, the forward pass overflows"
+        return _Divergence("scale", r.scale, (
+            f"step {step}: the fp16 loss scale fell to {r.scale:g}, below min_scale={plan.min_scale:g} "
+            f"({recent} of the last {min(len(rows), 50)} steps were skipped for inf/NaN gradients; last loss "
+            f"{r.loss:g}{forward}). A scale below min_scale is a heuristic sign of divergence (GradScaler itself does not "
+            "promise a scale >= 1); min_scale=None turns it off. " + _advice(p)))
+    return None
+
+
+# ---------------------------------------------------------------- fit: the run
+
+
+def _metrics(result: object) -> dict[str, float]:
+    """eval_fn's result as plain floats (numpy and 0-d tensor numbers accepted)."""
+    if not isinstance(result, Mapping):
+        raise ValueError(f"eval_fn must return a dict of name -> number, got {type(result).__name__}")
+    out: dict[str, float] = {}
+    for k, v in result.items():
+        if not isinstance(k, str) or k in _COLUMNS:
+            raise ValueError(f"eval_fn returned the key {k!r}: keys must be str and not one of the History "
+                             f"columns {', '.join(_COLUMNS)} (e.g. 'val_{k}')")
+        if isinstance(v, torch.Tensor) and v.numel() == 1:
+            v = v.item()
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise ValueError(f"eval_fn returned {k!r}: {v!r:.60} ({type(v).__name__}); values must be numbers "
+                             "(python, numpy or a one-element tensor)")
+        out[k] = float(v)
+    return out
+
+
+class _Run:
+    """One fit run: the objects, the plan, the rows so far and the timing."""
+
+    def __init__(self, plan: _Plan, model: nn.Module, loader: Iterable[Batch], optimizer: torch.optim.Optimizer,
+                 scaler: torch.amp.GradScaler, scheduler: Any) -> None:
+        self.plan, self.model, self.optimizer, self.scaler, self.scheduler = plan, model, optimizer, scaler, scheduler
+        self.stream = _Stream(loader, plan.device)
+        self.params = _trainable(model)
+        self.rows: list[dict[str, Any]] = []
+        self.start_step = 0
+        self.t_prev = self.elapsed = 0.0  # set when the run starts
+        self.history_file = HistoryFile(plan.checkpoint) if plan.checkpoint is not None else None
+        self.attrs = dict(precision=plan.precision.value, device=str(plan.device), accum_steps=plan.accum_steps,
+                          clip_grad_norm=plan.clip)
+
+    def restore(self, resume: _Resume) -> None:
+        apply_checkpoint(resume.payload, self.model, self.optimizer, scaler=self.scaler, scheduler=self.scheduler,
+                         restore_rng=False)
+        self.start_step = int(resume.payload["step"])
+        self.rows = resume.rows
+        self.stream.seek(resume.payload["extra"]["fit"]["stream"])
+        assert self.history_file is not None
+        self.history_file.continue_from(resume.mark)
+
+    def history(self) -> History:
+        return History.from_rows(self.rows, **self.attrs)
+
+    def one_step(self, step: int, scale_before: float) -> tuple[StepResult, list[Batch]]:
+        """Run one optimizer step and record its row."""
+        plan = self.plan
+        micro, epoch = self.stream.take(plan.accum_steps)
+        r = _step(self.model, self.optimizer, self.scaler, micro, p=plan.precision, dev=plan.device,
+                  params=self.params, loss_fn=plan.loss_fn, clip=plan.clip, scheduler=self.scheduler,
+                  channels_last=plan.channels_last, track_grad_norm=plan.track_grad_norm, scale_before=scale_before)
+        now = time.perf_counter()
+        dt, self.t_prev = now - self.t_prev, now
+        self.elapsed += dt
+        self.rows.append({
+            "step": step, "epoch": epoch, "loss": r.loss, "accuracy": r.accuracy, "scale": r.scale,
+            "skipped": r.skipped, "grad_norm": r.grad_norm if r.grad_norm is not None else math.nan, "lr": r.lr,
+            "samples": r.samples, "samples_per_s": r.samples / dt if dt > 0 else math.nan, "time_s": self.elapsed,
+        })
+        return r, micro
+
+    def evaluate_and_save(self, step: int) -> None:
+        """Evaluate and checkpoint when their cadence (or the final step) says so."""
+        plan, final = self.plan, step == self.plan.steps
+
+        def due(every: int | None) -> bool:
+            return final or (every is not None and step % every == 0)
+
+        if (plan.eval_loader is not None or plan.eval_fn is not None) and due(plan.eval_every):
+            if plan.eval_loader is not None:
+                self.rows[-1].update(_evaluate(self.model, plan.eval_loader, plan.precision, plan.device,
+                                               plan.loss_fn, plan.channels_last))
+            if plan.eval_fn is not None:
+                self.rows[-1].update(_metrics(plan.eval_fn(self.model)))
+            self.t_prev = time.perf_counter()  # evaluation time is not training time
+        if plan.checkpoint is not None and due(plan.checkpoint_every):
+            self.save(step)
+            self.t_prev = time.perf_counter()
+
+    def save(self, step: int) -> None:
+        """History rows since the last save to the sidecar, then the checkpoint (atomically)."""
+        assert self.history_file is not None and self.plan.checkpoint is not None
+        mark = self.history_file.save(self.rows)
+        extra = {"fit": {"settings": _run_settings(self.plan),
+                         "stream": self.stream.position(), "history": mark.as_dict()}}
+        save_checkpoint(self.plan.checkpoint, self.model, self.optimizer, scaler=self.scaler,
+                        scheduler=self.scheduler, step=step, extra=extra)
+
+    def train(self) -> History:
+        from tqdm.auto import tqdm
+
+        plan = self.plan
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.elapsed = float(self.rows[-1]["time_s"]) if self.rows else 0.0
+        scale = self.scaler.get_scale()  # after this, each step's result carries it
+        bar = tqdm(total=plan.steps, initial=self.start_step, disable=not plan.progress, desc=plan.desc, leave=False)
+        try:
+            with precision_context(plan.precision):
+                self.t_prev = time.perf_counter()
+                for step in range(self.start_step + 1, plan.steps + 1):
+                    r, micro = self.one_step(step, scale)
+                    scale = r.scale
+                    bad = _check_divergence(plan, step, r, micro, self.rows)
+                    if bad is not None:
+                        raise TrainingDiverged(bad.message, step=step, value=bad.value, reason=bad.reason,
+                                               history=self.history())
+                    self.evaluate_and_save(step)
+                    bar.update(1)
+                    if step % 10 == 0 or step == plan.steps:
+                        bar.set_postfix(loss=f"{r.loss:.4g}", scale=f"{r.scale:g}", refresh=False)
+        finally:
+            bar.close()
+        return self.history()
 
 
 def fit(
@@ -526,7 +542,7 @@ def fit(
     scaler: torch.amp.GradScaler | None = None,
     channels_last: bool = False,
     eval_loader: Iterable[Batch] | None = None,
-    eval_fn: Callable[[nn.Module], Mapping[str, float]] | None = None,
+    eval_fn: Callable[[nn.Module], Mapping[str, Any]] | None = None,
     eval_every: int | None = None,
     checkpoint: "str | os.PathLike[str] | None" = None,
     checkpoint_every: int | None = None,
@@ -538,171 +554,47 @@ def fit(
 ) -> History:
     """Train ``model`` with mixed precision done right; return a :class:`History`.
 
-    Defaults: ``precision="fp16"`` (validated: fp32, tf32, fp16, bf16; TF32 flags set for the
-    run by ``precision_context``), ``device`` = the model's (the model is moved when given),
-    ``epochs=1`` when neither ``steps`` nor ``epochs`` is given (``steps`` counts optimizer
-    steps, in total, across a resume), cross-entropy loss, ``accum_steps=1``, no clipping,
-    a new ``GradScaler`` (enabled for fp16 only) unless ``scaler`` is given, NCHW,
-    evaluation (``eval_loader`` and/or ``eval_fn(model) -> dict``) every ``eval_every``
-    steps and at the end, a checkpoint every ``checkpoint_every`` steps and at the end when
-    ``checkpoint`` names a file; ``resume=True`` continues from that file if it exists.
-    ``min_scale=1.0``: an fp16 scale below it raises :class:`TrainingDiverged` (None turns the
-    check off); a non-finite loss in fp32/tf32/bf16 always does. The scheduler is stepped
-    once per optimizer step that was not skipped.
+    Every argument is checked before anything changes (also the checkpoint folder, and a
+    resume's whole checkpoint). Defaults: ``precision="fp16"`` (fp32, tf32, fp16 or bf16; TF32
+    set for the run by ``precision_context``), ``device`` = the model's (the model is moved
+    when given), ``epochs=1`` when neither ``steps`` nor ``epochs`` is given (``steps`` counts
+    optimizer steps in total, across a resume), cross-entropy loss (``loss_fn`` must return the
+    batch mean, a 0-d tensor), ``accum_steps=1`` (micro-batches weighted by size: one big
+    batch; a step never spans two epochs, so an epoch's last step takes the micro-batches
+    left), no clipping, a new ``GradScaler`` (enabled for fp16 only) unless ``scaler`` is
+    given, NCHW, the gradient norm tracked.
+
+    ``optimizer`` is yours; it must hold every trainable parameter of the model, so build it
+    after changing the model (e.g. after ``pad_layers``). On a GPU pass
+    ``torch.optim.Adam(model.parameters(), fused=True)``: one kernel for the whole update,
+    and no GradScaler host sync in ``step``.
+
+    Evaluation: ``eval_loader`` (val_loss, val_accuracy) and/or ``eval_fn(model) -> dict`` of
+    numbers (python, numpy or one-element tensors; stored as floats) every ``eval_every`` steps
+    and at the end. Checkpoints: every ``checkpoint_every`` steps and at the end to the file
+    ``checkpoint``; the history goes once into ``<checkpoint>.history.jsonl`` beside it
+    (appended at each save). ``resume=False`` starts at step 0 and overwrites both at its
+    first save; ``resume=True`` continues the checkpoint exactly (same precision, accum_steps,
+    batch size and batches per epoch, optimizer and scheduler classes, model shapes) and
+    returns the whole history; a missing file is a ``FileNotFoundError`` (pass
+    ``resume=Path(checkpoint).exists()`` to resume only when there is one).
+
+    Divergence (:class:`TrainingDiverged`): a non-finite loss whose inputs hold NaN/inf stops
+    the run at once ("check your data"); in fp32/tf32/bf16 so does any non-finite loss or
+    gradient norm. In fp16 a non-finite gradient only skips the step; ``min_scale=1.0`` stops
+    the run when the scale falls below it, a heuristic (GradScaler does not promise a scale
+    >= 1, but a scale that low means nearly every step overflows). ``min_scale=None`` turns
+    that off; then a loss that is non-finite on ``NONFINITE_LOSS_STREAK`` steps in a row
+    stops the run. The scheduler is stepped once per optimizer step that was not skipped.
     """
-    p = check_precision_supported(precision, device if device is not None else _model_device(model))
-    accum_steps = _check_positive_int("accum_steps", accum_steps)
-    if steps is not None and epochs is not None:
-        raise ValueError(f"give steps or epochs, not both (got steps={steps!r}, epochs={epochs!r})")
-    if steps is not None:
-        _check_positive_int("steps", steps)
-    if epochs is not None:
-        _check_positive_int("epochs", epochs)
-    for name, v in (("eval_every", eval_every), ("checkpoint_every", checkpoint_every)):
-        if v is not None:
-            _check_positive_int(name, v)
-    if clip_grad_norm is not None and not (isinstance(clip_grad_norm, (int, float)) and clip_grad_norm > 0):
-        raise ValueError(f"clip_grad_norm must be a number > 0 or None, got {clip_grad_norm!r}")
-    if min_scale is not None and not (isinstance(min_scale, (int, float)) and min_scale > 0):
-        raise ValueError(f"min_scale must be a number > 0 or None, got {min_scale!r}")
-    if (resume or checkpoint_every is not None) and checkpoint is None:
-        raise ValueError("resume/checkpoint_every need checkpoint=<path of the checkpoint file>")
-    trainable = _trainable(model)
-    if not trainable:
-        raise ValueError("the model has no trainable parameters (all have requires_grad=False)")
-    mine = {id(q) for q in trainable}
-    if not any(id(q) in mine for g in optimizer.param_groups for q in g["params"]):
-        raise ValueError("the optimizer does not hold any of the model's trainable parameters "
-                         "(build it from model.parameters() of this model)")
-    try:
-        n_batches = len(loader)  # type: ignore[arg-type]
-    except TypeError:
-        n_batches = None
-    if n_batches == 0:
-        raise ValueError("the loader is empty (len(loader) == 0): nothing to train on")
-    if steps is None:
-        if n_batches is None:
-            raise ValueError("the loader has no len(); give steps= instead of epochs=")
-        steps = (epochs or 1) * n_batches // accum_steps
-        if steps < 1:
-            raise ValueError(
-                f"{epochs or 1} epoch(s) of {n_batches} batches make no full step of accum_steps={accum_steps}"
-            )
-
-    dev = parse_device(device) if device is not None else _model_device(model)
-    if device is not None:
-        model.to(dev)
-    if channels_last:
+    args = {k: v for k, v in locals().items() if k not in ("model", "loader", "optimizer", "scaler", "scheduler")}
+    plan = _plan_fit(model, loader, optimizer, scaler, scheduler, args)
+    resumed = _read_resume(plan, model, optimizer, scheduler) if plan.resume else None
+    if plan.move_model:
+        model.to(plan.device)
+    if plan.channels_last:
         model.to(memory_format=torch.channels_last)
-    if scaler is None:
-        scaler = make_scaler(p, dev)
-    elif scaler.is_enabled() != p.uses_scaler:
-        raise ValueError(
-            f"a GradScaler that is {'enabled' if scaler.is_enabled() else 'disabled'} does not fit "
-            f"precision {p.value!r}: only fp16 uses one"
-        )
-    stream = _Stream(loader, dev)
-    rows: list[dict[str, Any]] = []
-    start_step = 0
-    ckpt = Path(checkpoint) if checkpoint is not None else None
-    if resume and ckpt is not None and ckpt.exists():
-        payload = load_checkpoint(
-            ckpt, model, optimizer, scaler=scaler, scheduler=scheduler, map_location=dev, restore_rng=False
-        )
-        extra = payload["extra"]
-        if extra.get("precision") != p.value or extra.get("accum_steps") != accum_steps:
-            raise ValueError(
-                f"the checkpoint was trained with precision={extra.get('precision')!r}, "
-                f"accum_steps={extra.get('accum_steps')!r}; this run asks for {p.value!r}, {accum_steps!r}"
-            )
-        start_step = int(payload["step"])
-        rows = list(extra.get("history", []))
-        stream.seek(extra["stream"])
-    attrs = dict(precision=p.value, device=str(dev), accum_steps=accum_steps, clip_grad_norm=clip_grad_norm)
-
-    def save(step: int) -> None:
-        assert ckpt is not None
-        save_checkpoint(
-            ckpt, model, optimizer, scaler=scaler, scheduler=scheduler, step=step,
-            extra={"precision": p.value, "accum_steps": accum_steps, "history": rows, "stream": stream.position()},
-        )
-
-    from tqdm.auto import tqdm
-
-    model.train()
-    optimizer.zero_grad(set_to_none=True)
-    elapsed = float(rows[-1]["time_s"]) if rows else 0.0
-    bar = tqdm(total=steps, initial=start_step, disable=not progress, desc=desc or f"fit {p.value}", leave=False)
-    try:
-        with precision_context(p):
-            t_prev = time.perf_counter()
-            for step in range(start_step + 1, steps + 1):
-                micro = [stream.next() for _ in range(accum_steps)]
-                r = train_step(
-                    model, optimizer, scaler, micro, precision=p, device=dev, loss_fn=loss_fn,
-                    clip_grad_norm=clip_grad_norm, scheduler=scheduler, channels_last=channels_last,
-                    track_grad_norm=track_grad_norm,
-                )
-                t_now = time.perf_counter()
-                dt, t_prev = t_now - t_prev, t_now
-                elapsed += dt
-                row: dict[str, Any] = {
-                    "step": step,
-                    "epoch": stream.epoch,
-                    "loss": r.loss,
-                    "accuracy": r.accuracy,
-                    "scale": r.scale,
-                    "skipped": r.skipped,
-                    "grad_norm": r.grad_norm if r.grad_norm is not None else math.nan,
-                    "lr": r.lr,
-                    "samples": r.samples,
-                    "samples_per_s": r.samples / dt if dt > 0 else math.nan,
-                    "time_s": elapsed,
-                }
-                rows.append(row)
-                bad = None
-                if not p.uses_scaler and not math.isfinite(r.loss):
-                    bad = (
-                        "loss",
-                        r.loss,
-                        f"step {step}: the loss is {r.loss} (not finite) training in {p.value}. " + _advice(p),
-                    )
-                elif p.uses_scaler and min_scale is not None and r.scale < min_scale:
-                    recent = sum(bool(x["skipped"]) for x in rows[-50:])
-                    bad = (
-                        "scale",
-                        r.scale,
-                        f"step {step}: the fp16 loss scale fell to {r.scale:g}, below min_scale={min_scale:g} "
-                        f"({recent} of the last {min(len(rows), 50)} steps were skipped for inf/NaN gradients; "
-                        f"last loss {r.loss:g}). " + _advice(p),
-                    )
-                if bad is not None:
-                    raise TrainingDiverged(
-                        bad[2], step=step, value=bad[1], reason=bad[0], history=History.from_rows(rows, **attrs)
-                    )
-                final = step == steps
-                if (eval_loader is not None or eval_fn is not None) and (
-                    final or (eval_every is not None and step % eval_every == 0)
-                ):
-                    if eval_loader is not None:
-                        row.update(evaluate(model, eval_loader, precision=p, device=dev, loss_fn=loss_fn,
-                                            channels_last=channels_last))
-                    if eval_fn is not None:
-                        row.update(dict(eval_fn(model)))
-                    t_prev = time.perf_counter()  # evaluation time is not training time
-                if ckpt is not None and (final or (checkpoint_every is not None and step % checkpoint_every == 0)):
-                    save(step)
-                    t_prev = time.perf_counter()
-                bar.update(1)
-                if step % 10 == 0 or final:
-                    bar.set_postfix(loss=f"{r.loss:.4g}", scale=f"{r.scale:g}", refresh=False)
-    finally:
-        bar.close()
-    return History.from_rows(rows, **attrs)
-
-
-def _model_device(model: nn.Module) -> torch.device:
-    first = next(model.parameters(), None)
-    if first is None:
-        raise ValueError("the model has no parameters")
-    return first.device
+    run = _Run(plan, model, loader, optimizer, scaler or make_scaler(plan.precision, plan.device), scheduler)
+    if resumed is not None:
+        run.restore(resumed)
+    return run.train()

@@ -5,17 +5,21 @@ slow on the CI machine, so the models here are tiny MLPs."""
 from __future__ import annotations
 
 import copy
+import json
 import math
+import os
 import warnings
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-import fp16lab.env
+import fp16lab.precision
+import fp16lab.step
 from fp16lab.train import (
     History,
     TrainingDiverged,
@@ -289,18 +293,21 @@ def test_guard_scale_collapse_fp16() -> None:
 
 @pytest.mark.parametrize("bad", ["fp8", "half", 16, None])
 def test_unknown_precision(bad: object) -> None:
+    m = mlp()
     with pytest.raises(ValueError, match="allowed: 'fp32', 'tf32', 'fp16', 'bf16'"):
-        fit(mlp(), loader(), torch.optim.SGD(mlp().parameters(), lr=0.1), precision=bad, progress=False)
+        fit(m, loader(), torch.optim.SGD(m.parameters(), lr=0.1), precision=bad, progress=False)
 
 
 def test_bf16_on_pre_ampere_gpu_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fp16lab.env, "cuda_capability", lambda device=0: (7, 5))
+    monkeypatch.setattr(fp16lab.precision, "cuda_capability", lambda device=0: (7, 5))
+    monkeypatch.setattr(fp16lab.step, "resolve_device", lambda value, name="device": torch.device("cuda"))
+    m = mlp()
     with pytest.raises(ValueError, match="bf16 needs native support.*sm_75"):
-        fit(mlp(), loader(), torch.optim.SGD(mlp().parameters(), lr=0.1), precision="bf16",
-            device="cuda", progress=False)
+        fit(m, loader(), torch.optim.SGD(m.parameters(), lr=0.1), precision="bf16", device="cuda", progress=False)
 
 
-def test_fp16_on_cpu_warns() -> None:
+def test_fp16_on_cpu_warns(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fp16lab.precision, "_WARNED_CPU", set())  # said once per session
     with warnings.catch_warnings():
         warnings.resetwarnings()
         m = mlp()
@@ -410,3 +417,609 @@ def test_cuda_resume_restores_rng_from_a_gpu_loaded_checkpoint(tmp_path: Path) -
     resumed = fit(m3, l3, o3, precision="fp16", device="cuda", steps=8, checkpoint=ckpt, resume=True,
                   progress=False)
     assert resumed["loss"].tolist()[-4:] == full["loss"].tolist()[-4:]
+
+
+# ---------------------------------------------------------------- issue 14: regression tests
+# Each test below failed on main before the fix (commit 632bd95) and names the defect it guards.
+
+
+def _state(model: nn.Module, opt: torch.optim.Optimizer | None = None) -> dict:
+    """A deep copy of everything a refused operation must leave alone."""
+    out = {"model": copy.deepcopy(model.state_dict()), "rng": torch.get_rng_state()}
+    if opt is not None:
+        out["opt"] = copy.deepcopy(opt.state_dict())
+    return out
+
+
+def _same_state(a: dict, b: dict) -> bool:
+    def eq(x, y) -> bool:
+        if isinstance(x, torch.Tensor):
+            return isinstance(y, torch.Tensor) and torch.equal(x, y)
+        if isinstance(x, dict):
+            return isinstance(y, dict) and x.keys() == y.keys() and all(eq(x[k], y[k]) for k in x)
+        if isinstance(x, (list, tuple)):
+            return isinstance(y, (list, tuple)) and len(x) == len(y) and all(map(eq, x, y))
+        return x == y
+
+    return eq(a, b)
+
+
+class CountingLoader:
+    """A DataLoader stand-in that counts how often it was iterated (work started = iterated)."""
+
+    def __init__(self, inner: DataLoader) -> None:
+        self.inner, self.iterated = inner, 0
+        self.batch_size, self.generator = inner.batch_size, inner.generator
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def __iter__(self):
+        self.iterated += 1
+        return iter(self.inner)
+
+
+def _trained_checkpoint(tmp_path: Path, precision: str = "fp32", steps: int = 4, **kw) -> Path:
+    m = mlp()
+    ckpt = tmp_path / "run.pt"
+    fit(m, loader(64, 8, shuffle=True), torch.optim.Adam(m.parameters(), lr=1e-2), precision=precision,
+        steps=steps, checkpoint=ckpt, progress=False, **kw)
+    return ckpt
+
+
+# item 1: numpy metrics from eval_fn
+
+
+def test_numpy_metrics_from_eval_fn_resume(tmp_path: Path) -> None:
+    import numpy as np
+
+    def eval_fn(model):
+        return {"np_acc": np.float64(0.5), "np_count": np.int64(3), "t_metric": torch.tensor(0.25),
+                "np32": np.float32(0.125)}
+
+    def run(steps, **kw):
+        m = mlp()
+        return m, fit(m, loader(64, 8), torch.optim.Adam(m.parameters(), lr=1e-2), precision="fp32",
+                      steps=steps, eval_fn=eval_fn, eval_every=2, checkpoint=tmp_path / "run.pt", progress=False, **kw)
+
+    _, first = run(4)
+    payload = torch.load(tmp_path / "run.pt", weights_only=True)  # a plain torch.load works too
+    assert payload["step"] == 4
+    _, resumed = run(6, resume=True)
+    assert resumed["step"].tolist() == list(range(1, 7))
+    evals = resumed.dropna(subset=["np_acc"])
+    assert evals["step"].tolist() == [2, 4, 6]
+    for col, want in (("np_acc", 0.5), ("np_count", 3.0), ("t_metric", 0.25), ("np32", 0.125)):
+        assert evals[col].tolist() == [want] * 3 and all(type(v) is float for v in evals[col].tolist())
+
+
+@pytest.mark.parametrize("result,match", [
+    ([0.5], "must return a dict"),
+    ({"loss": 0.5}, "'loss'.*History columns"),
+    ({"acc": "high"}, "'acc'.*numbers"),
+    ({"acc": True}, "'acc'.*numbers"),
+    ({"acc": torch.ones(3)}, "'acc'.*numbers"),
+    ({1: 0.5}, "keys must be str"),
+])
+def test_eval_fn_bad_results(result, match: str) -> None:
+    m = mlp()
+    with pytest.raises(ValueError, match=f"eval_fn.*{match}|{match}"):
+        fit(m, loader(16, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", steps=2,
+            eval_fn=lambda model: result, progress=False)
+
+
+def test_save_checkpoint_refuses_what_weights_only_cannot_read(tmp_path: Path) -> None:
+    import numpy as np
+
+    m = mlp()
+    path = tmp_path / "c.pt"
+    with pytest.raises(ValueError, match=r"extra\['acc'\] is a numpy.float64.*float\(x\)"):
+        save_checkpoint(path, m, extra={"acc": np.float64(0.5)})
+    with pytest.raises(ValueError, match=r"extra\['nested'\]\[1\] is a builtins.object"):
+        save_checkpoint(path, m, extra={"nested": [1, object()]})
+    assert not path.exists() and list(tmp_path.iterdir()) == []  # refused before anything was written
+    save_checkpoint(path, m, extra={"ok": [1, 2.5, "x", None, torch.ones(2), {"k": (True, b"b")}]})
+    assert load_checkpoint(path, mlp())["extra"]["ok"][3] is None
+
+
+# item 2 (fit's side): an optimizer that misses some of the model's parameters
+
+
+def test_optimizer_missing_parameters_is_refused_before_training() -> None:
+    m = mlp()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    m[3] = nn.Linear(32, 8)  # e.g. a padded / replaced head after the optimizer was built
+    before = _state(m)
+    ld = CountingLoader(loader(16, 8))
+    with pytest.raises(ValueError, match=r"optimizer does not hold 2 .*3\.weight, 3\.bias.*after changing the model"):
+        fit(m, ld, opt, precision="fp32", steps=2, progress=False)
+    assert ld.iterated == 0 and _same_state(before, _state(m))
+    # train_step (called every step) does not walk the model; an optimizer of another model is still refused
+    with pytest.raises(ValueError, match="none of the optimizer's parameters got a gradient"):
+        train_step(m, torch.optim.SGD(mlp().parameters(), lr=0.1), make_scaler("fp32", "cpu"), [data(8)[:]],
+                   precision="fp32")
+    assert _same_state(before["model"], _state(m)["model"]) and all(q.grad is None for q in m.parameters())
+    frozen = mlp()  # training part of a model on purpose: freeze the rest, then it is accepted
+    for q in frozen[0].parameters():
+        q.requires_grad_(False)
+    h = fit(frozen, loader(16, 8), torch.optim.SGD(frozen[3].parameters(), lr=0.1), precision="fp32",
+            steps=2, progress=False)
+    assert len(h) == 2
+
+
+# item 3: the checkpoint folder is checked before any work
+
+
+def test_missing_checkpoint_folder_fails_before_training(tmp_path: Path) -> None:
+    m = mlp()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    before = _state(m, opt)
+    ld = CountingLoader(loader(16, 8))
+    with pytest.raises(ValueError, match=r"checkpoint=.*the folder .*nope.* does not exist"):
+        fit(m, ld, opt, precision="fp32", steps=2, checkpoint=tmp_path / "nope" / "run.pt", progress=False)
+    (tmp_path / "adir.pt").mkdir()
+    with pytest.raises(ValueError, match="is a folder"):
+        fit(m, ld, opt, precision="fp32", steps=2, checkpoint=tmp_path / "adir.pt", progress=False)
+    (tmp_path / "x.pt.history.jsonl").mkdir()
+    with pytest.raises(ValueError, match="history.*is a folder"):
+        fit(m, ld, opt, precision="fp32", steps=2, checkpoint=tmp_path / "x.pt", progress=False)
+    for bad in ("", 3, True):
+        with pytest.raises(ValueError, match="checkpoint must be a file path"):
+            fit(m, ld, opt, precision="fp32", steps=2, checkpoint=bad, progress=False)
+    assert ld.iterated == 0 and _same_state(before, _state(m, opt))
+
+
+@pytest.mark.skipif(not Path("/sys").is_dir(), reason="needs a read-only /sys (Linux)")
+def test_read_only_checkpoint_folder_fails_before_training() -> None:
+    # /sys refuses new files even to root (a chmod'ed folder does not, when tests run as root)
+    m = mlp()
+    ld = CountingLoader(loader(16, 8))
+    with pytest.raises(ValueError, match=r"cannot write in the folder '/sys'"):
+        fit(m, ld, torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", steps=2, checkpoint="/sys/run.pt",
+            progress=False)
+    assert ld.iterated == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root writes into read-only folders")
+def test_chmod_read_only_checkpoint_folder(tmp_path: Path) -> None:
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        m = mlp()
+        with pytest.raises(ValueError, match="cannot write in the folder"):
+            fit(m, loader(16, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", steps=2,
+                checkpoint=ro / "run.pt", progress=False)
+    finally:
+        ro.chmod(0o755)
+
+
+# items 4 and 5: resume is checked completely, and a refused resume changes nothing
+
+
+def _resume_setup(precision="fp32", batch=8, n=64, model=None, opt_cls=torch.optim.Adam, sched=False):
+    m = model if model is not None else mlp(7)
+    opt = opt_cls(m.parameters(), lr=1e-2)
+    s = torch.optim.lr_scheduler.StepLR(opt, step_size=2) if sched else None
+    return m, opt, s, loader(n, batch, shuffle=True)
+
+
+@pytest.mark.parametrize("change,match", [
+    (dict(precision="fp16"), "precision: checkpoint 'fp32', now 'fp16'"),
+    (dict(precision="bf16"), "precision: checkpoint 'fp32', now 'bf16'"),
+    (dict(batch=16), "batch_size: checkpoint 8, now 16"),
+    (dict(n=48), "batches_per_epoch: checkpoint 8, now 6"),
+    (dict(model="wider"), r"different shapes: 3\.weight"),
+    (dict(opt_cls=torch.optim.SGD), "holds a Adam optimizer state; the optimizer given is a SGD"),
+    (dict(sched=True), "has no scheduler state"),
+    (dict(accum=2), "accum_steps: checkpoint 1, now 2"),
+])
+def test_refused_resume_changes_nothing(tmp_path: Path, change: dict, match: str) -> None:
+    ckpt = _trained_checkpoint(tmp_path)
+    sidecar = ckpt.with_name("run.pt.history.jsonl")
+    files = (ckpt.read_bytes(), sidecar.read_bytes())
+    accum = change.pop("accum", 1)
+    if change.get("model") == "wider":
+        torch.manual_seed(3)
+        change["model"] = nn.Sequential(nn.Linear(12, 32), nn.ReLU(), nn.Dropout(0.0), nn.Linear(32, 5))
+    m, opt, s, ld = _resume_setup(**change)
+    before = _state(m, opt)
+    with pytest.raises(ValueError, match=match):
+        fit(m, ld, opt, precision=change.get("precision", "fp32"), steps=8, scheduler=s, accum_steps=accum,
+            checkpoint=ckpt, resume=True, progress=False)
+    assert _same_state(before, _state(m, opt))  # not even the matching first layer was loaded
+    assert (ckpt.read_bytes(), sidecar.read_bytes()) == files
+
+
+def test_load_checkpoint_refused_changes_nothing(tmp_path: Path) -> None:
+    ckpt = _trained_checkpoint(tmp_path)
+    torch.manual_seed(3)
+    wider = nn.Sequential(nn.Linear(12, 32), nn.ReLU(), nn.Dropout(0.0), nn.Linear(32, 5))
+    before = _state(wider)
+    with pytest.raises(ValueError, match=r"does not fit this model.*3\.weight.*nothing was loaded"):
+        load_checkpoint(ckpt, wider)
+    assert _same_state(before, _state(wider))
+    m = mlp(9)
+    before = _state(m)
+    with pytest.raises(ValueError, match="scaler mismatch"):
+        load_checkpoint(ckpt, m, scaler=make_scaler("fp16", "cpu"))  # the model fits, the scaler does not
+    assert _same_state(before, _state(m))  # so nothing was loaded, the RNG not restored
+
+
+def test_resume_with_missing_file_is_an_error(tmp_path: Path) -> None:
+    m, opt, _, ld = _resume_setup()
+    with pytest.raises(FileNotFoundError, match=r"resume=True, but there is no checkpoint.*resume=False.*exists\(\)"):
+        fit(m, ld, opt, precision="fp32", steps=4, checkpoint=tmp_path / "typo.pt", resume=True, progress=False)
+    # the documented way to resume only when there is something to resume
+    ckpt = tmp_path / "run.pt"
+    h = fit(m, ld, opt, precision="fp32", steps=4, checkpoint=ckpt, resume=ckpt.exists(), progress=False)
+    assert len(h) == 4 and ckpt.exists()
+
+
+def test_resume_steps_below_or_at_the_checkpoint(tmp_path: Path) -> None:
+    ckpt = _trained_checkpoint(tmp_path, steps=6)
+    m, opt, _, ld = _resume_setup()
+    with pytest.raises(ValueError, match=r"at step 6, past the steps=4.*steps >= 6"):
+        fit(m, ld, opt, precision="fp32", steps=4, checkpoint=ckpt, resume=True, progress=False)
+    before = _state(m, opt)
+    h = fit(m, CountingLoader(ld), opt, precision="fp32", steps=6, checkpoint=ckpt, resume=True, progress=False)
+    assert h["step"].tolist() == list(range(1, 7))  # nothing left to do: the history, and the weights loaded
+    assert not _same_state(before, _state(m, opt))
+
+
+def test_resume_of_a_checkpoint_not_written_by_fit(tmp_path: Path) -> None:
+    m = mlp()
+    save_checkpoint(tmp_path / "c.pt", m, torch.optim.SGD(m.parameters(), lr=0.1))
+    with pytest.raises(ValueError, match="not written by fit"):
+        fit(m, loader(), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", steps=2,
+            checkpoint=tmp_path / "c.pt", resume=True, progress=False)
+
+
+# item 6: corrupt checkpoints
+
+
+def _bad_files(tmp_path: Path) -> dict[str, Path]:
+    good = _trained_checkpoint(tmp_path)
+    raw = good.read_bytes()
+    files = {"empty": b"", "random": bytes(range(256)) * 8, "truncated": raw[: len(raw) // 2],
+             "tail cut": raw[:-40], "text": b"hello, not a checkpoint\n"}
+    out = {}
+    for name, content in files.items():
+        out[name] = tmp_path / f"{name.replace(' ', '_')}.pt"
+        out[name].write_bytes(content)
+    out["other torch file"] = tmp_path / "other.pt"
+    torch.save({"weights": torch.ones(2)}, out["other torch file"])
+    out["missing parts"] = tmp_path / "parts.pt"
+    torch.save({"format": "fp16lab-checkpoint-2", "step": 1}, out["missing parts"])
+    return out
+
+
+def test_corrupt_checkpoints_give_a_clear_error(tmp_path: Path) -> None:
+    for name, path in _bad_files(tmp_path).items():
+        m = mlp(4)
+        before = _state(m)
+        with pytest.raises(ValueError, match=rf"{path.name}' is not a valid, complete fp16lab checkpoint") as info:
+            load_checkpoint(path, m)
+        assert "weights_only=False" not in str(info.value), name  # not the misleading advice
+        sidecar = path.with_name(path.name + ".history.jsonl")
+        sidecar.write_bytes(b"")
+        with pytest.raises(ValueError, match=rf"{path.name}' is not a valid, complete fp16lab checkpoint"):
+            fit(m, loader(64, 8, shuffle=True), torch.optim.Adam(m.parameters()), precision="fp32", steps=8,
+                checkpoint=path, resume=True, progress=False)
+        assert _same_state(before, _state(m)), name
+    with pytest.raises(ValueError, match="is a folder"):
+        load_checkpoint(tmp_path, mlp())
+
+
+def test_checkpoint_holding_python_objects_names_weights_only(tmp_path: Path) -> None:
+    import numpy as np
+
+    path = tmp_path / "np.pt"
+    torch.save({"format": "fp16lab-checkpoint-2", "x": np.float64(1.0)}, path)
+    with pytest.raises(ValueError, match="python objects that weights_only=True refuses.*weights_only=False"):
+        load_checkpoint(path, mlp())
+
+
+# item 7: the history is stored once, not re-written into every checkpoint
+
+
+def test_checkpoint_size_does_not_grow_with_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import fp16lab.checkpoint as ck
+
+    written: list[int] = []
+    real = ck._jsonl
+    monkeypatch.setattr(ck, "_jsonl", lambda rows: (written.append(len(rows)), real(rows))[1])
+    sizes = {}
+    for steps in (4, 40):
+        ckpt = tmp_path / f"run{steps}.pt"
+        m = mlp()
+        h = fit(m, loader(64, 8), torch.optim.Adam(m.parameters()), precision="fp32", steps=steps,
+                checkpoint=ckpt, checkpoint_every=2, progress=False)
+        sizes[steps] = ckpt.stat().st_size
+        assert "history" not in torch.load(ckpt, weights_only=True)["extra"].get("fit", {}).get("settings", {})
+        lines = ckpt.with_name(ckpt.name + ".history.jsonl").read_text().splitlines()
+        assert len(lines) == steps + 1 and len(h) == steps  # a header, then one row per step, once
+    assert abs(sizes[40] - sizes[4]) < 256, sizes  # 10x the steps, the same checkpoint size
+    # every save wrote only the rows since the previous save (the first one: a header + 2 rows)
+    assert written == [3, 2] + [3] + [2] * 19
+
+
+def test_resume_cuts_history_rows_written_after_the_checkpoint(tmp_path: Path) -> None:
+    ckpt = _trained_checkpoint(tmp_path, steps=4)
+    sidecar = ckpt.with_name("run.pt.history.jsonl")
+    with open(sidecar, "a") as fh:  # a crash between appending the rows and replacing the checkpoint
+        fh.write('{"step": 5, "loss": 1.0}\n{"step": 6, "lo')
+    m, opt, _, ld = _resume_setup()
+    h = fit(m, ld, opt, precision="fp32", steps=8, checkpoint=ckpt, resume=True, checkpoint_every=2, progress=False)
+    assert h["step"].tolist() == list(range(1, 9))
+    rows = [json.loads(line) for line in sidecar.read_text().splitlines()[1:]]
+    assert [r["step"] for r in rows] == list(range(1, 9)) and rows[4]["loss"] != 1.0
+
+
+def test_resume_refuses_a_missing_or_foreign_history(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = _trained_checkpoint(tmp_path / "a", steps=4)
+    b = _trained_checkpoint(tmp_path / "b", steps=6)  # a longer history than a's
+    side_a, side_b = (p.with_name("run.pt.history.jsonl") for p in (a, b))
+    side_a.write_bytes(side_b.read_bytes())  # another run's history next to this checkpoint
+    m, opt, _, ld = _resume_setup()
+    with pytest.raises(ValueError, match="belongs to another run"):
+        fit(m, ld, opt, precision="fp32", steps=8, checkpoint=a, resume=True, progress=False)
+    side_a.unlink()
+    with pytest.raises(ValueError, match="history file .* is missing"):
+        fit(m, ld, opt, precision="fp32", steps=8, checkpoint=a, resume=True, progress=False)
+
+
+# item 8: gradient accumulation is one big batch, and nothing is dropped at an epoch's end
+
+
+def test_accumulation_with_unequal_micro_batches_equals_one_big_batch() -> None:
+    x, y = data(32)[:]
+    big, acc = mlp(), mlp()
+    ob, oa = torch.optim.SGD(big.parameters(), lr=0.5), torch.optim.SGD(acc.parameters(), lr=0.5)
+    F.cross_entropy(big(x), y).backward()  # the oracle: plain PyTorch, one batch of 32
+    want_loss = F.cross_entropy(mlp()(x), y).item()
+    ob.step()
+    cuts = [0, 5, 16, 32]  # micro-batches of 5, 11 and 16
+    micro = [(x[a:b], y[a:b]) for a, b in zip(cuts, cuts[1:], strict=False)]
+    r = train_step(acc, oa, make_scaler("fp32", "cpu"), micro, precision="fp32")
+    assert r.samples == 32 and math.isclose(r.loss, want_loss, rel_tol=1e-6)
+    for pb, pa in zip(big.parameters(), acc.parameters(), strict=True):
+        torch.testing.assert_close(pa, pb, rtol=1e-6, atol=1e-7)
+
+
+def test_accumulation_keeps_the_left_over_micro_batches() -> None:
+    # 36 samples in batches of 8: 8, 8, 8, 8, 4; accum_steps=2 -> steps of 16, 16 and a last one of 4
+    ds = data(36)
+    m, ref = mlp(), mlp()
+    h = fit(m, DataLoader(ds, batch_size=8), torch.optim.SGD(m.parameters(), lr=0.2), precision="fp32",
+            epochs=2, accum_steps=2, progress=False)
+    assert h["samples"].tolist() == [16, 16, 4] * 2 and h["epoch"].tolist() == [0, 0, 0, 1, 1, 1]
+    opt = torch.optim.SGD(ref.parameters(), lr=0.2)
+    x, y = ds[:]
+    for _ in range(2):  # the oracle: the same steps as plain big batches
+        for a, b in ((0, 16), (16, 32), (32, 36)):
+            F.cross_entropy(ref(x[a:b]), y[a:b]).backward()
+            opt.step()
+            opt.zero_grad()
+    for pa, pb in zip(m.parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(pa, pb, rtol=1e-5, atol=1e-6)
+
+
+def test_accumulation_with_steps_never_spans_an_epoch() -> None:
+    m = mlp()
+    h = fit(m, DataLoader(data(40), batch_size=8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32",
+            steps=7, accum_steps=2, progress=False)
+    assert h["samples"].tolist() == [16, 16, 8, 16, 16, 8, 16] and h["epoch"].tolist() == [0, 0, 0, 1, 1, 1, 2]
+
+
+# item 9: a device this machine does not have
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without CUDA")
+def test_missing_device_gives_a_clear_error(tmp_path: Path) -> None:
+    m = mlp()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    for dev in ("cuda", "cuda:0", torch.device("cuda")):
+        with pytest.raises(ValueError, match="CUDA"):
+            fit(m, loader(), opt, precision="fp16", device=dev, progress=False)
+        with pytest.raises(ValueError, match="CUDA"):
+            make_scaler("fp16", dev)
+    with pytest.raises(ValueError, match="cpu"):
+        fit(m, loader(), opt, precision="fp32", device="tpu", progress=False)
+    save_checkpoint(tmp_path / "c.pt", m)
+    with pytest.raises(ValueError, match="map_location.*CUDA"):
+        load_checkpoint(tmp_path / "c.pt", m, map_location="cuda")
+    if not torch.backends.mps.is_available():
+        with pytest.raises(ValueError, match="MPS"):
+            fit(m, loader(), opt, precision="fp32", device="mps", progress=False)
+
+
+# item 10: a loss function that does not return one number
+
+
+def test_non_scalar_loss_fn() -> None:
+    m = mlp()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    before = _state(m, opt)
+    with pytest.raises(ValueError, match=r"loss_fn must return one number.*shape \(8,\).*reduction='mean'"):
+        fit(m, loader(16, 8), opt, precision="fp32", steps=2, loss_fn=nn.CrossEntropyLoss(reduction="none"),
+            progress=False)
+    with pytest.raises(ValueError, match="loss_fn must return a floating-point torch.Tensor, got float"):
+        fit(m, loader(16, 8), opt, precision="fp32", steps=2, loss_fn=lambda o, y: 1.0, progress=False)
+    with pytest.raises(ValueError, match="loss_fn must be a function"):
+        fit(m, loader(16, 8), opt, precision="fp32", steps=2, loss_fn="cross_entropy", progress=False)
+    with pytest.raises(ValueError, match="loss_fn must return one number"):
+        evaluate(m, loader(16, 8), loss_fn=nn.CrossEntropyLoss(reduction="none"))
+    after = _state(m, opt)  # no backward, no step (the loader was iterated: the global RNG moved)
+    assert _same_state(before["model"], after["model"]) and _same_state(before["opt"], after["opt"])
+
+
+# item 11: NaN data, NaN losses
+
+
+def _nan_loader(precision_target: bool = False) -> DataLoader:
+    x, y = data(64)[:]
+    x = x.clone()
+    x[20, 3] = math.nan  # in the third batch of 8
+    if precision_target:
+        return DataLoader(TensorDataset(x.nan_to_num(), torch.where(x.isnan(), x, 0.0)), batch_size=8)
+    return DataLoader(TensorDataset(x, y), batch_size=8)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_nan_in_the_data_says_check_your_data(precision: str) -> None:
+    m = mlp()
+    with pytest.raises(TrainingDiverged) as info:
+        fit(m, _nan_loader(), torch.optim.SGD(m.parameters(), lr=0.1), precision=precision, epochs=1,
+            progress=False)
+    err = info.value
+    assert err.reason == "data" and err.step == 3  # at once, also in fp16 (no run of skipped steps first)
+    assert "Check your data" in str(err) and "inputs hold 1 NaN" in str(err)
+    assert len(err.history) == 3
+
+
+def test_nan_in_regression_targets() -> None:
+    m = nn.Sequential(nn.Linear(12, 12))
+    with pytest.raises(TrainingDiverged, match="targets hold 1 NaN.*Check your data"):
+        fit(m, _nan_loader(precision_target=True), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32",
+            epochs=1, loss_fn=F.mse_loss, progress=False)
+
+
+def test_nan_loss_with_min_scale_none_stops() -> None:
+    m = mlp()
+    nan_loss = lambda out, y: F.cross_entropy(out, y) * math.nan  # noqa: E731
+    with pytest.raises(TrainingDiverged) as info:
+        fit(m, loader(64, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp16", epochs=1,
+            loss_fn=nan_loss, min_scale=None, progress=False)
+    err = info.value
+    assert err.reason == "loss" and err.step == 3 and "forward pass overflows" in str(err)
+    # isolated non-finite losses are just skipped steps, also with min_scale=None
+    m = mlp()
+    h = fit(m, loader(64, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp16", epochs=1,
+            loss_fn=_inf_on({2, 3, 5}), min_scale=None, progress=False)
+    assert h.n_skipped == 3 and len(h) == 8
+
+
+class _InfGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * math.inf
+
+
+def test_non_finite_gradient_in_fp32_stops_and_scale_rule_is_called_a_heuristic() -> None:
+    m = mlp()
+    with pytest.raises(TrainingDiverged) as info:
+        fit(m, loader(64, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", epochs=1,
+            loss_fn=lambda o, y: _InfGrad.apply(F.cross_entropy(o, y)), progress=False)
+    assert info.value.reason == "grad_norm" and info.value.step == 1
+    m = mlp()  # fp16: finite losses, overflowing gradients on every step -> the scale heuristic
+    with pytest.raises(TrainingDiverged) as info:
+        fit(m, loader(64, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp16", epochs=1,
+            scaler=torch.amp.GradScaler("cpu", init_scale=4.0),
+            loss_fn=lambda o, y: _InfGrad.apply(F.cross_entropy(o, y)), progress=False)
+    err = info.value
+    assert err.reason == "scale" and err.step == 3 and "heuristic" in str(err) and "min_scale=None" in str(err)
+
+
+# the one validation layer: wrong types and values are refused at the entry, naming the argument
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(accum_steps=True), "accum_steps must be an int"),
+    (dict(steps=True), "steps must be an int"),
+    (dict(steps=0), "steps must be an int >= 1"),
+    (dict(epochs=2.0), "epochs must be an int"),
+    (dict(eval_every=True, eval_fn=lambda m: {}), "eval_every must be an int"),
+    (dict(eval_every=2), "eval_every needs something to evaluate"),
+    (dict(checkpoint_every=0, checkpoint="x.pt"), "checkpoint_every must be an int"),
+    (dict(clip_grad_norm=True), "clip_grad_norm must be a finite number"),
+    (dict(clip_grad_norm=math.inf), "clip_grad_norm must be a finite number"),
+    (dict(min_scale=-1.0), "min_scale must be a finite number"),
+    (dict(resume=1, checkpoint="x.pt"), "resume must be True or False"),
+    (dict(progress="no"), "progress must be True or False"),
+    (dict(channels_last=None), "channels_last must be True or False"),
+    (dict(track_grad_norm=0), "track_grad_norm must be True or False"),
+    (dict(desc=3), "desc must be a str"),
+    (dict(eval_fn="accuracy"), "eval_fn must be a function"),
+    (dict(eval_loader=torch.zeros(3)), "eval_loader must be an iterable"),
+    (dict(scheduler="cosine"), "scheduler must be an LR scheduler"),
+    (dict(scaler="fp16"), "scaler must be a torch.amp.GradScaler"),
+])
+def test_fit_refuses_bad_arguments_up_front(kw: dict, match: str, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    m = mlp()
+    ld = CountingLoader(loader(16, 8))
+    with pytest.raises(ValueError, match=match):
+        fit(m, ld, torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", progress=kw.pop("progress", False),
+            **kw)
+    assert ld.iterated == 0 and list(tmp_path.iterdir()) == []
+
+
+def test_fit_refuses_wrong_objects() -> None:
+    m = mlp()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match="model must be a torch.nn.Module"):
+        fit(lambda x: x, loader(), opt, progress=False)
+    with pytest.raises(ValueError, match="optimizer must be a torch.optim.Optimizer"):
+        fit(m, loader(), [opt], progress=False)
+    with pytest.raises(ValueError, match="loader must be an iterable"):
+        fit(m, torch.zeros(4, 12), opt, progress=False)
+    with pytest.raises(ValueError, match="batches must be a non-empty list"):
+        train_step(m, opt, make_scaler("fp32", "cpu"), [], precision="fp32")
+
+
+def test_fit_reads_the_scale_once_per_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    # each step's scale comes with its one read-back; get_scale() (a host sync on a GPU) runs once
+    calls = {"n": 0}
+    real = torch.amp.GradScaler.get_scale
+
+    def counting(self):
+        calls["n"] += 1
+        return real(self)
+
+    monkeypatch.setattr(torch.amp.GradScaler, "get_scale", counting)
+    m = mlp()
+    h = fit(m, loader(64, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp16", epochs=1,
+            loss_fn=_inf_on({2}), progress=False)
+    assert calls["n"] == 1 and h["skipped"].tolist() == [i == 2 for i in range(1, 9)]
+    assert h["scale"].tolist() == [2.0**16] + [2.0**15] * 7
+
+
+def test_resume_is_exact_with_left_over_micro_batches_and_evaluations(tmp_path: Path) -> None:
+    # 5 micro-batches an epoch, accum_steps=2: steps of 2, 2, 1 per epoch; crash after a save at an epoch's end
+    def setup():
+        model = mlp(0, dropout=0.2)
+        return model, torch.optim.Adam(model.parameters(), lr=1e-2), loader(40, 8, shuffle=True)
+
+    kw = dict(precision="fp32", steps=9, accum_steps=2, eval_loader=loader(16, 8), eval_every=3, progress=False)
+    m1, o1, l1 = setup()
+    torch.manual_seed(5)
+    full = fit(m1, l1, o1, **kw)
+    m2, o2, l2 = setup()
+    torch.manual_seed(5)
+    calls = {"n": 0}
+
+    def crashing(out, y):
+        calls["n"] += 1
+        if calls["n"] == 15:  # in step 7: steps 1-6 used 10 micro-batches, their 2 evaluations 4 calls
+            raise KeyboardInterrupt
+        return F.cross_entropy(out, y)
+
+    with pytest.raises(KeyboardInterrupt):
+        fit(m2, l2, o2, loss_fn=crashing, checkpoint=tmp_path / "r.pt", checkpoint_every=3, **kw)
+    assert torch.load(tmp_path / "r.pt", weights_only=True)["step"] == 6
+    m3, o3, l3 = setup()
+    torch.manual_seed(77)
+    resumed = fit(m3, l3, o3, checkpoint=tmp_path / "r.pt", resume=True, **kw)
+    assert resumed["samples"].tolist() == [16, 16, 8] * 3
+    cols = ["step", "epoch", "loss", "samples", "grad_norm", "val_loss"]
+    pd.testing.assert_frame_equal(pd.DataFrame(resumed[cols]), pd.DataFrame(full[cols]))
+    for pa, pb in zip(m1.parameters(), m3.parameters(), strict=True):
+        assert torch.equal(pa, pb)

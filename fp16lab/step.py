@@ -1,0 +1,355 @@
+"""One mixed-precision optimizer step, in the right order, and evaluation under autocast.
+
+One optimizer step (:func:`train_step`) is, for every micro-batch ``i`` of the step::
+
+    with autocast(precision, device):            # forward and loss in fp16/bf16 where safe
+        loss_i = loss_fn(model(x_i), y_i)
+    scaler.scale(loss_i * n_i / n).backward()     # backward outside autocast; n_i samples of n
+
+and then, once, at the accumulation boundary::
+
+    scaler.unscale_(optimizer)                 # true gradients (needed to clip / measure)
+    clip_grad_norm_(params, max_norm)          # optional; must follow unscale_
+    scaler.step(optimizer)                     # skipped when a gradient is inf/NaN
+    scaler.update()                            # halve the scale after a skip, grow it later
+    optimizer.zero_grad(set_to_none=True)
+    scheduler.step()                           # only when the step was not skipped
+
+Weighting each micro-batch loss by its share of the samples makes the accumulated gradient
+that of one big batch, also when the micro-batches differ in size. The scaler
+(``torch.amp.GradScaler``) is enabled only for fp16; bf16 has fp32's range. The loop around
+it (history, checkpoints, divergence) is :func:`fp16lab.train.fit`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from fp16lab.checks import boolean, positive_float
+from fp16lab.device import model_device, resolve_device
+from fp16lab.precision import Precision, autocast, parse_precision
+
+__all__ = ["StepResult", "make_scaler", "train_step", "evaluate"]
+
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+Batch = Sequence[torch.Tensor]
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one optimizer step did (python numbers, read after the step finished)."""
+
+    loss: float
+    correct: int | None
+    samples: int
+    grad_norm: float | None
+    scale_before: float
+    scale: float
+    skipped: bool
+    lr: float
+
+    @property
+    def accuracy(self) -> float:
+        """Training-batch accuracy, NaN when it is not a classification batch."""
+        return self.correct / self.samples if self.correct is not None and self.samples else math.nan
+
+
+# ---------------------------------------------------------------- argument checks (one place)
+
+
+def _callable(name: str, value: object, what: str) -> Any:
+    if value is not None and not callable(value):
+        raise ValueError(f"{name} must be {what} or None, got {value!r}")
+    return value
+
+
+def _check_scheduler(scheduler: object) -> None:
+    if scheduler is not None and not callable(getattr(scheduler, "step", None)):
+        raise ValueError(f"scheduler must be an LR scheduler (with .step()) or None, got {scheduler!r}")
+
+
+def _check_core(model: object, optimizer: object, scaler: object) -> list[torch.nn.Parameter]:
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise ValueError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
+    if scaler is not None and not isinstance(scaler, torch.amp.GradScaler):
+        raise ValueError(f"scaler must be a torch.amp.GradScaler or None, got {type(scaler).__name__}")
+    held = {id(q) for g in optimizer.param_groups for q in g["params"]}
+    params, names = [], []  # one pass over the model (it costs as much as a small step's launches)
+    for n, q in model.named_parameters():
+        if q.requires_grad:
+            params.append(q)
+            if id(q) not in held:
+                names.append(n)
+    if not params:
+        raise ValueError("the model has no trainable parameters (all have requires_grad=False)")
+    if names:
+        raise ValueError(
+            f"the optimizer does not hold {len(names)} of the model's trainable parameters "
+            f"({', '.join(names[:3])}{' ...' if len(names) > 3 else ''}): they would never be updated. Build the "
+            "optimizer from model.parameters() after changing the model (e.g. after fp16lab.align.pad_layers); "
+            "to train only part of the model, freeze the rest with requires_grad_(False)"
+        )
+    return params
+
+
+def _resolve_run_device(model: nn.Module, device: "torch.device | str | None") -> torch.device:
+    return resolve_device(device) if device is not None else model_device(model)
+
+
+def _check_scaler_fits(scaler: torch.amp.GradScaler | None, p: Precision) -> None:
+    if scaler is not None and scaler.is_enabled() != p.uses_scaler:
+        raise ValueError(
+            f"a GradScaler that is {'enabled' if scaler.is_enabled() else 'disabled'} does not fit "
+            f"precision {p.value!r}: only fp16 uses one (make_scaler(precision, device) builds the right one)"
+        )
+
+
+def make_scaler(precision: "Precision | str", device: "torch.device | str") -> torch.amp.GradScaler:
+    """``torch.amp.GradScaler(device.type, enabled=(precision is fp16))`` with its defaults
+    (initial scale 2**16, growth 2x every 2000 good steps, backoff 0.5). A device this
+    machine does not have is refused (torch would disable the scaler with only a warning)."""
+    p = parse_precision(precision)
+    dev = resolve_device(device)
+    return torch.amp.GradScaler(dev.type, enabled=p.uses_scaler)
+
+
+# ---------------------------------------------------------------- one step
+
+
+def _total_norm(grads: list[torch.Tensor]) -> torch.Tensor:
+    """The 2-norm of all gradients together (``get_total_norm`` exists from torch 2.6 on)."""
+    if hasattr(torch.nn.utils, "get_total_norm"):
+        return torch.nn.utils.get_total_norm(grads)
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+
+
+def _trainable(model: nn.Module) -> list[torch.nn.Parameter]:
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def _split(batch: object) -> tuple[torch.Tensor, torch.Tensor]:
+    if isinstance(batch, (list, tuple)) and len(batch) == 2 and all(isinstance(t, torch.Tensor) for t in batch):
+        return batch[0], batch[1]
+    raise ValueError(
+        f"each batch must be a pair (inputs, targets) of tensors, got {type(batch).__name__}"
+        + (f" of length {len(batch)}" if isinstance(batch, (list, tuple)) else "")
+    )
+
+
+def _n_samples(y: torch.Tensor) -> int:
+    return int(y.shape[0]) if y.dim() else 1
+
+
+def _to_device(x: torch.Tensor, device: torch.device, channels_last: bool) -> torch.Tensor:
+    if channels_last and x.dim() == 4:
+        return x.to(device, non_blocking=True, memory_format=torch.channels_last)
+    return x.to(device, non_blocking=True)
+
+
+def _check_loss(loss: object) -> torch.Tensor:
+    if not isinstance(loss, torch.Tensor) or not loss.is_floating_point():
+        raise ValueError(f"loss_fn must return a floating-point torch.Tensor, got {type(loss).__name__}"
+                         + (f" of dtype {loss.dtype}" if isinstance(loss, torch.Tensor) else ""))
+    if loss.dim() != 0:
+        raise ValueError(
+            f"loss_fn must return one number (a 0-d tensor), got a tensor of shape {tuple(loss.shape)}: use the "
+            "batch mean, e.g. nn.CrossEntropyLoss(reduction='mean') instead of reduction='none'"
+        )
+    return loss
+
+
+def _scale_tensor(scaler: torch.amp.GradScaler, device: torch.device) -> torch.Tensor | None:
+    """The enabled scaler's scale as a device tensor, read without a host sync (None: read get_scale())."""
+    get_async = getattr(scaler, "_get_scale_async", None)  # private, there since torch 1.6
+    scale = get_async() if scaler.is_enabled() and get_async is not None else None
+    return scale.reshape(()).float().to(device) if isinstance(scale, torch.Tensor) else None
+
+
+def _step(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler,
+    batches: Sequence[Batch],
+    *,
+    p: Precision,
+    dev: torch.device,
+    params: list[torch.nn.Parameter],
+    loss_fn: LossFn,
+    clip: float | None,
+    scheduler: Any | None,
+    channels_last: bool,
+    track_grad_norm: bool,
+    scale_before: float,
+) -> StepResult:
+    """:func:`train_step` on parsed arguments (fit calls this: nothing is re-validated per step)."""
+    pairs = [_split(b) for b in batches]
+    sizes = [_n_samples(y) for _, y in pairs]
+    samples = sum(sizes)
+    lr = float(optimizer.param_groups[0]["lr"])
+    loss_sum = torch.zeros((), device=dev)
+    correct = torch.zeros((), device=dev, dtype=torch.int64)
+    classify = True
+    for (x, y), n_i in zip(pairs, sizes, strict=True):
+        x, y = _to_device(x, dev, channels_last), y.to(dev, non_blocking=True)
+        with autocast(p, dev):
+            out = model(x)
+            loss = _check_loss(loss_fn(out, y))
+        weighted = loss if len(pairs) == 1 else loss * (n_i / samples)  # one big batch, also for unequal sizes
+        scaler.scale(weighted).backward()
+        loss_sum += weighted.detach().float()
+        if classify and out.dim() == 2 and y.dim() == 1 and not y.is_floating_point():
+            correct += (out.detach().argmax(1) == y).sum()
+        else:
+            classify = False
+    if not any(q.grad is not None for q in params):
+        model.zero_grad(set_to_none=True)
+        raise ValueError("none of the optimizer's parameters got a gradient from this model's loss: build the "
+                         "optimizer from model.parameters() of this model, after any change to the model")
+    grad_norm = None
+    if clip is not None or track_grad_norm:
+        scaler.unscale_(optimizer)  # no-op when the scaler is disabled
+        if clip is not None:
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, clip)
+        else:
+            grad_norm = _total_norm([q.grad for q in params if q.grad is not None])
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+    scale_t = _scale_tensor(scaler, dev)
+    stats = [loss_sum, correct.float()]
+    if grad_norm is not None:
+        stats.append(grad_norm.float().to(dev))
+    if scale_t is not None:
+        stats.append(scale_t)
+    values = torch.stack(stats).tolist()  # the one host-device sync of the step
+    scale = values[-1] if scale_t is not None else scaler.get_scale()  # disabled: 1.0, no sync
+    skipped = scaler.is_enabled() and scale < scale_before
+    if scheduler is not None and not skipped:
+        scheduler.step()
+    return StepResult(
+        loss=values[0],
+        correct=int(values[1]) if classify else None,
+        samples=samples,
+        grad_norm=values[2] if grad_norm is not None else None,
+        scale_before=float(scale_before),
+        scale=float(scale),
+        skipped=bool(skipped),
+        lr=lr,
+    )
+
+
+def train_step(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler,
+    batches: Sequence[Batch],
+    *,
+    precision: "Precision | str" = "fp16",
+    device: "torch.device | str | None" = None,
+    loss_fn: LossFn | None = None,
+    clip_grad_norm: float | None = None,
+    scheduler: Any | None = None,
+    channels_last: bool = False,
+    track_grad_norm: bool = True,
+) -> StepResult:
+    """One optimizer step over ``batches`` (its micro-batches: ``len(batches)`` = accumulation).
+
+    Defaults: ``precision="fp16"``, ``device`` = the model's, ``loss_fn`` = cross-entropy (it
+    must return the batch mean, a 0-d tensor), no clipping, no scheduler, NCHW inputs, the
+    gradient norm measured. Each micro-batch loss is weighted by its share of the step's
+    samples, so the accumulated gradient equals that of one big batch, also for unequal
+    micro-batches. Clipping and the gradient norm cover the optimizer's parameters (a check
+    that it holds every trainable parameter of the model walks the whole model, so it is left
+    to :func:`fit`, once per run; an optimizer none of whose parameters got a gradient is
+    refused). Expects the gradients to be cleared (``None``) on entry and leaves them so.
+    The inputs are moved with ``non_blocking=True`` (fast from pinned memory). The host waits
+    for the device once, at the end, to read the numbers it returns (and once at the start,
+    for the scale; :func:`fit` keeps that number instead).
+    """
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise ValueError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
+    params = [q for g in optimizer.param_groups for q in g["params"] if q.requires_grad]  # no walk of the model
+    if not params:
+        raise ValueError("the optimizer holds no trainable parameters (all have requires_grad=False)")
+    if not isinstance(scaler, torch.amp.GradScaler):
+        raise ValueError(f"scaler must be a torch.amp.GradScaler, got {type(scaler).__name__}")
+    if not isinstance(batches, Sequence) or len(batches) == 0:
+        raise ValueError(f"batches must be a non-empty list of (inputs, targets) micro-batches, got {batches!r:.80}")
+    p = parse_precision(precision)
+    _check_scaler_fits(scaler, p)
+    _check_scheduler(scheduler)
+    return _step(
+        model, optimizer, scaler, batches, p=p, dev=_resolve_run_device(model, device), params=params,
+        loss_fn=_callable("loss_fn", loss_fn, "a function (outputs, targets) -> loss") or F.cross_entropy,
+        clip=positive_float("clip_grad_norm", clip_grad_norm) if clip_grad_norm is not None else None,
+        scheduler=scheduler, channels_last=boolean("channels_last", channels_last),
+        track_grad_norm=boolean("track_grad_norm", track_grad_norm), scale_before=scaler.get_scale(),
+    )
+
+
+def evaluate(
+    model: nn.Module,
+    loader: Iterable[Batch],
+    *,
+    precision: "Precision | str" = "fp32",
+    device: "torch.device | str | None" = None,
+    loss_fn: LossFn | None = None,
+    channels_last: bool = False,
+) -> dict[str, float]:
+    """Mean loss and accuracy of ``model`` over ``loader`` in eval mode, under autocast.
+
+    Defaults: ``precision="fp32"``, ``device`` = the model's, ``loss_fn`` = cross-entropy
+    (it must average over the batch). Returns ``{"val_loss", "val_accuracy"}`` (accuracy
+    NaN when not classification); restores the model's train/eval mode afterwards.
+    """
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(loader, Iterable) or isinstance(loader, torch.Tensor):
+        raise ValueError(f"loader must be an iterable of (inputs, targets) batches, got {type(loader).__name__}")
+    dev = resolve_device(device) if device is not None else model_device(model, default=torch.device("cpu"))
+    return _evaluate(model, loader, parse_precision(precision), dev,
+                     _callable("loss_fn", loss_fn, "a function (outputs, targets) -> loss") or F.cross_entropy,
+                     boolean("channels_last", channels_last))
+
+
+@torch.no_grad()
+def _evaluate(model: nn.Module, loader: Iterable[Batch], p: Precision, dev: torch.device, loss_fn: LossFn,
+              channels_last: bool) -> dict[str, float]:
+    was_training = model.training
+    model.eval()
+    total = torch.zeros((), device=dev, dtype=torch.float64)
+    correct = torch.zeros((), device=dev, dtype=torch.int64)
+    count, classify = 0, True
+    try:
+        for batch in loader:
+            x, y = _split(batch)
+            x, y = _to_device(x, dev, channels_last), y.to(dev, non_blocking=True)
+            with autocast(p, dev):
+                out = model(x)
+                loss = _check_loss(loss_fn(out, y))
+            b = _n_samples(y)
+            total += loss.double() * b
+            count += b
+            if classify and out.dim() == 2 and y.dim() == 1 and not y.is_floating_point():
+                correct += (out.argmax(1) == y).sum()
+            else:
+                classify = False
+    finally:
+        model.train(was_training)
+    if count == 0:
+        raise ValueError("the evaluation loader yielded no batches")
+    return {
+        "val_loss": float(total) / count,
+        "val_accuracy": float(correct) / count if classify else math.nan,
+    }
