@@ -179,8 +179,9 @@ def fp8_matmul_sweep(
     """BF16 ``torch.matmul`` and FP8 ``torch._scaled_mm`` TFLOP/s for every shape, as lesson 03's sweep.
 
     ``shapes``: ints n (n×n×n) or (m, n, k). ``configs``: (scaling, use_fast_accum) pairs, default
-    tensorwise and rowwise, each without and with fast accumulation. Columns: m, n, k, kind
-    ("bf16", "fp8 tensorwise", "fp8 rowwise"), use_fast_accum, seconds, tflops, rel_error (FP8
+    tensorwise and rowwise, each without and with fast accumulation. Columns: m, n, k, config
+    (e.g. "fp8 tensorwise, fast accum"), kind ("bf16", "fp8 tensorwise", "fp8 rowwise"),
+    use_fast_accum (False for BF16, which has no such option), seconds, tflops, rel_error (FP8
     only), vs_bf16 (speed-up over the BF16 row of the same shape), peak_tflops and pct_of_peak
     (the cited dense peak of this chip for that dtype; NaN off CUDA or when not in the table),
     error (a configuration this GPU refuses, e.g. rowwise on an older PyTorch: a row, not a raise).
@@ -200,7 +201,7 @@ def fp8_matmul_sweep(
     rows: list[dict[str, object]] = []
     for m, n, k in tqdm(shape_list, desc="FP8 matmul sweep", disable=not progress, leave=False):
         base = matmul_tflops(m, n, k, "bf16", dev, min_run_time=min_run_time)
-        rows.append({"m": m, "n": n, "k": k, "kind": "bf16", "use_fast_accum": pd.NA, "seconds": base["seconds"],
+        rows.append({"m": m, "n": n, "k": k, "kind": "bf16", "use_fast_accum": False, "seconds": base["seconds"],
                      "tflops": base["tflops"], "rel_error": math.nan, "vs_bf16": 1.0, "peak_tflops": bf16_peak,
                      "error": ""})
         for scaling, fast in cfgs:
@@ -212,6 +213,7 @@ def fp8_matmul_sweep(
                      "error": f"{type(err).__name__}: {str(err).splitlines()[0][:100]}"}
             rows.append(r)
     frame = pd.DataFrame(rows)
+    frame.insert(3, "config", frame.kind + frame.use_fast_accum.map({True: ", fast accum", False: ""}))
     frame["pct_of_peak"] = 100.0 * frame["tflops"] / frame["peak_tflops"]
     return frame
 
