@@ -10,7 +10,8 @@ Submodules, by job:
 - ``env``: the environment report (``python -m fp16lab doctor``) and measurement metadata
 - ``config``: quick mode (the one switch for problem sizes), live-or-reference
 - ``precision``: fp32 / tf32 / fp16 / bf16 as a validated choice, autocast, TF32 settings
-- ``numerics``: format facts, bit views, ULP spacing, cast statistics
+- ``numerics``: storage formats (fp32, fp16, bf16, FP8 E4M3/E5M2): facts, exact rounding, bit views,
+  ULP spacing, cast statistics (formats, not precisions: see its docstring)
 - ``data``: learnable image data generated locally (nothing is downloaded)
 - ``gpt``, ``lm_data``: a small GPT (KV-cache decoding, FLOPs per token) and a synthetic
   language with a known entropy floor, for the transformer lessons
@@ -23,7 +24,12 @@ Submodules, by job:
 - ``checkpoint``: atomic checkpoints with the scaler, checked before loading; the history sidecar
 - ``align``: Tensor Core alignment: audit, padding, matmul sweeps
 - ``debug``: dtype trace under autocast, first non-finite layer, peak memory, batch search
+- ``memory``: tensor-level memory accounting (in-place ops), allocator caps, OOM rows,
+  fragmentation and ``expandable_segments`` (in a child process), memory snapshots as tables
 - ``bench``: training/inference throughput and peak memory, honestly timed
+- ``infer``, ``graphs``, ``islands``, ``decode``: inference in FP16/BF16 (cast or autocast,
+  latency/throughput sweeps, accuracy against FP32), CUDA graphs and compile with their setup
+  time, FP32 islands, and KV-cache decoding as a memory-bandwidth problem
 - ``distributed``: several processes (gloo on CPUs, NCCL on GPUs): launching ranks with hard
   timeouts, DDP + AMP, 16-bit gradient hooks, FSDP2 mixed-precision policies
 - ``timing``, ``results``: timing helpers; result files with their metadata
@@ -41,14 +47,19 @@ __all__ = [
     "config",
     "data",
     "debug",
+    "decode",
     "device",
     "distributed",
     "env",
     "fp8",
     "gpt",
+    "graphs",
     "hardware",
+    "infer",
+    "islands",
     "lm",
     "lm_data",
+    "memory",
     "numerics",
     "optim",
     "outputs",

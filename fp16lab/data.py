@@ -17,7 +17,10 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-__all__ = ["CLASS_NAMES", "ShapesDataset", "make_loaders", "small_cnn"]
+from fp16lab.checks import non_negative_int, positive_float, positive_int
+from fp16lab.device import resolve_device
+
+__all__ = ["CLASS_NAMES", "ShapesDataset", "AugmentedShapes", "make_loaders", "small_cnn"]
 
 CLASS_NAMES: tuple[str, ...] = (
     "disk",
@@ -38,13 +41,18 @@ _STD = 0.25
 
 
 def _check_int(name: str, value: object, low: int, high: int | None = None) -> int:
-    ok = isinstance(value, int) and not isinstance(value, bool) and value >= low
-    if ok and high is not None:
-        ok = value <= high  # type: ignore[operator]
-    if not ok:
-        rng = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise ValueError(f"{name} must be an int {rng}, got {value!r}")
-    return value  # type: ignore[return-value]
+    """``value`` as an int >= ``low`` (and <= ``high``): fp16lab.checks' rule, bools refused."""
+    v = positive_int(name, value, minimum=low)
+    if high is not None and v > high:
+        raise ValueError(f"{name} must be an int in [{low}, {high}], got {value!r}")
+    return v
+
+
+def _check_noise(noise: object) -> float:
+    value = positive_float("noise", noise, allow_zero=True)
+    if value > 1:
+        raise ValueError(f"noise must be a number in [0, 1], got {noise!r}")
+    return value
 
 
 def _masks(label: int, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -127,11 +135,9 @@ class ShapesDataset(Dataset):
         self.n = _check_int("n", n, 1)
         self.image_size = _check_int("image_size", image_size, 8)
         self.num_classes = _check_int("num_classes", num_classes, 2, len(CLASS_NAMES))
-        self.seed = _check_int("seed", seed, 0)
-        if not isinstance(noise, (int, float)) or isinstance(noise, bool) or not (0 <= noise <= 1):
-            raise ValueError(f"noise must be a number in [0, 1], got {noise!r}")
-        self.noise = float(noise)
-        self.images, self.labels = _generate(n, image_size, num_classes, seed, self.noise)
+        self.seed = non_negative_int("seed", seed)
+        self.noise = _check_noise(noise)
+        self.images, self.labels = _generate(self.n, self.image_size, self.num_classes, self.seed, self.noise)
 
     @property
     def class_names(self) -> tuple[str, ...]:
@@ -155,7 +161,9 @@ class ShapesDataset(Dataset):
         """All images (normalised float32) and labels at once, on ``device`` (default cpu).
 
         Use for device-resident data, e.g. a benchmark that must not time the input pipeline.
+        ``device`` must exist here (a clear ``ValueError`` otherwise).
         """
+        device = resolve_device(device)
         x = self.images.to(device).float().div_(255).sub_(_MEAN).div_(_STD)
         return x, self.labels.to(device)
 
@@ -164,6 +172,40 @@ class ShapesDataset(Dataset):
             f"ShapesDataset(n={self.n}, image_size={self.image_size}, num_classes={self.num_classes}, "
             f"seed={self.seed}, noise={self.noise})"
         )
+
+
+class AugmentedShapes(Dataset):
+    """:class:`ShapesDataset` images augmented per sample on the CPU, as a real image pipeline does.
+
+    Why: an input pipeline that does work per sample (decode, crop, flip) is what ``num_workers``
+    and ``pin_memory`` speed up. Each item: reflect-pad by ``pad`` pixels, crop a random
+    ``image_size`` window, flip horizontally with probability 1/2, normalise (float32). It lives in
+    the package so ``DataLoader`` workers started with *spawn* (Windows, macOS) can import it.
+    Defaults: ``image_size=64``, ``num_classes=10``, ``seed=0`` (the images; the augmentation
+    draws from torch's global generator, which the DataLoader seeds per worker), ``pad=4``.
+    """
+
+    def __init__(self, n: int, image_size: int = 64, num_classes: int = 10, *, seed: int = 0, pad: int = 4) -> None:
+        self.pad = _check_int("pad", pad, 0)
+        self.base = ShapesDataset(n, image_size, num_classes, seed=seed)
+        self.images, self.labels = self.base.images, self.base.labels
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        size, p = self.base.image_size, self.pad
+        img = self.images[index].float()
+        if p:
+            img = torch.nn.functional.pad(img.unsqueeze(0), (p, p, p, p), mode="reflect").squeeze(0)
+        top, left = torch.randint(0, 2 * p + 1, (2,)).tolist()
+        img = img[:, top : top + size, left : left + size]
+        if torch.rand(()) < 0.5:
+            img = img.flip(-1)
+        return (img / 255 - _MEAN) / _STD, self.labels[index]
+
+    def __repr__(self) -> str:
+        return f"AugmentedShapes(n={len(self)}, image_size={self.base.image_size}, pad={self.pad}, seed={self.base.seed})"
 
 
 def make_loaders(
@@ -185,14 +227,21 @@ def make_loaders(
     ``torch.Generator`` seeded from ``seed`` and drops the last partial batch, so runs are
     repeatable; ``pin_memory`` defaults to True when a CUDA GPU is visible.
     """
+    n_train, n_val = _check_int("n_train", n_train, 1), _check_int("n_val", n_val, 1)
+    _check_int("image_size", image_size, 8)
+    _check_int("num_classes", num_classes, 2, len(CLASS_NAMES))
+    seed = non_negative_int("seed", seed)
+    _check_noise(noise)
     _check_int("batch_size", batch_size, 1)
     _check_int("num_workers", num_workers, 0)
     if pin_memory is None:
         pin_memory = torch.cuda.is_available()
-    train = ShapesDataset(n_train, image_size, num_classes, seed=seed, noise=noise)
-    val = ShapesDataset(n_val, image_size, num_classes, seed=seed + 1, noise=noise)
+    elif not isinstance(pin_memory, bool):
+        raise ValueError(f"pin_memory must be True, False or None (pin when a CUDA GPU is visible), got {pin_memory!r}")
     if batch_size > n_train:
         raise ValueError(f"batch_size={batch_size!r} exceeds n_train={n_train!r}: no full batch")
+    train = ShapesDataset(n_train, image_size, num_classes, seed=seed, noise=noise)
+    val = ShapesDataset(n_val, image_size, num_classes, seed=seed + 1, noise=noise)
     gen = torch.Generator().manual_seed(seed)
     common: dict[str, Any] = dict(num_workers=num_workers, pin_memory=pin_memory, persistent_workers=num_workers > 0)
     train_loader = DataLoader(train, batch_size=batch_size, shuffle=True, drop_last=True, generator=gen, **common)

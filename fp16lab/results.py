@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -27,6 +28,30 @@ __all__ = [
     "RESULTS_DIR",
 ]
 
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def _check_name(name: object, what: str = "name", *, suffix: str = "") -> str:
+    """A bare results name: letters, digits, '_', '-', '.', no folder, no '..' (``suffix``: required ending)."""
+    text = name if isinstance(name, str) else ""
+    ok = _NAME.fullmatch(text) is not None and ".." not in text
+    if ok and suffix:
+        ok = text.endswith(suffix) and len(text) > len(suffix)
+    elif ok:
+        ok = not text.endswith(".json")
+    if not ok:
+        example = "'align_sweep.json'" if suffix else "'align_sweep'"
+        raise ValueError(f"{what} must be a bare name like {example} (letters, digits, _ - .; no folders), "
+                         f"got {name!r}")
+    return text
+
+
+def _check_path(path: object, what: str = "path") -> Path:
+    if not isinstance(path, (str, os.PathLike)) or (isinstance(path, str) and not path.strip()):
+        raise ValueError(f"{what} must be a file path (str or pathlib.Path), got {path!r}")
+    return Path(path)
+
+
 # The repository's results/ folder; FP16LAB_RESULTS_DIR points elsewhere (tests, drafts).
 RESULTS_DIR = Path(os.environ.get("FP16LAB_RESULTS_DIR") or Path(__file__).resolve().parent.parent / "results")
 
@@ -34,13 +59,29 @@ RESULTS_DIR = Path(os.environ.get("FP16LAB_RESULTS_DIR") or Path(__file__).resol
 def save_results(
     frame: pd.DataFrame, path: "str | os.PathLike[str]", metadata: dict[str, Any], *, csv: bool = False
 ) -> Path:
-    """Write ``frame`` and ``metadata`` to JSON at ``path`` atomically (and a .csv if asked)."""
-    out = Path(path)
+    """Write ``frame`` and ``metadata`` to JSON at ``path`` atomically (and a .csv beside it if ``csv``).
+
+    Defaults: ``csv=False``. Everything is checked before anything is written: ``frame``
+    a pandas DataFrame, ``path`` ending in ``.json`` in an existing folder, ``metadata`` a
+    dict that JSON can hold (numbers, strings, lists, dicts; numpy/torch scalars and paths
+    are stored as plain numbers and strings).
+    """
+    if not isinstance(frame, pd.DataFrame):
+        raise ValueError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
+    out = _check_path(path)
     if out.suffix != ".json":
-        raise ValueError(f"results path must end in .json, got {str(out)!r}")
+        raise ValueError(f"path must end in .json, got {str(out)!r}")
     if not out.parent.exists():
-        raise ValueError(f"folder {str(out.parent)!r} does not exist; create it first")
-    payload = {"metadata": metadata, "rows": json.loads(frame.to_json(orient="records"))}
+        raise ValueError(f"path: folder {str(out.parent)!r} does not exist; create it first")
+    if not isinstance(metadata, dict):
+        raise ValueError(f"metadata must be a dict (e.g. fp16lab.env.run_metadata()), got {type(metadata).__name__}")
+    if not isinstance(csv, bool):
+        raise ValueError(f"csv must be True or False, got {csv!r}")
+    try:
+        meta_json = json.loads(json.dumps(metadata, default=_jsonable))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"metadata cannot be stored as JSON: {exc}") from None
+    payload = {"metadata": meta_json, "rows": json.loads(frame.to_json(orient="records"))}
     fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.name, suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as fh:
@@ -56,20 +97,33 @@ def save_results(
     return out
 
 
+def _jsonable(value: Any) -> Any:
+    """numpy/torch scalars and paths in metadata, as plain JSON values."""
+    if hasattr(value, "item") and callable(value.item):
+        return value.item()
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    raise TypeError(f"{type(value).__name__} {value!r:.60} is not JSON")
+
+
 def load_results(path: "str | os.PathLike[str]") -> tuple[pd.DataFrame, dict[str, Any]]:
     """Read a file written by :func:`save_results`: (table, metadata)."""
-    p = Path(path)
-    if not p.exists():
+    p = _check_path(path)
+    if not p.is_file():
         raise FileNotFoundError(f"no results file at {str(p)!r}")
-    payload = json.loads(p.read_text())
-    if not isinstance(payload, dict) or "rows" not in payload or "metadata" not in payload:
+    try:
+        payload = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{str(p)!r} is not an fp16lab results file: not valid JSON ({exc})") from None
+    ok = isinstance(payload, dict) and isinstance(payload.get("rows"), list) and isinstance(payload.get("metadata"), dict)
+    if not ok:
         raise ValueError(f"{str(p)!r} is not an fp16lab results file (needs 'metadata' and 'rows')")
     return pd.DataFrame(payload["rows"]), payload["metadata"]
 
 
 def reference_path(name: str) -> Path:
     """Path of a committed reference result, e.g. ``reference_path('align_h200.json')``."""
-    p = RESULTS_DIR / name
+    p = RESULTS_DIR / _check_name(name, suffix=".json")
     if not p.exists():
         have = sorted(x.name for x in RESULTS_DIR.glob("*.json")) if RESULTS_DIR.exists() else []
         raise FileNotFoundError(
@@ -86,8 +140,7 @@ def output_path(name: str) -> Path:
     ``python -m fp16lab.outputs run --reference``), otherwise ``results/local/<name>.json``
     (git-ignored), so a learner's run never overwrites the committed reference.
     """
-    if not name or "/" in name or name.endswith(".json"):
-        raise ValueError(f"name must be a bare name like 'align_sweep', got {name!r}")
+    _check_name(name)
     folder = RESULTS_DIR if os.environ.get("FP16LAB_REFERENCE_RUN") == "1" else RESULTS_DIR / "local"
     folder.mkdir(parents=True, exist_ok=True)
     return folder / f"{name}.json"
@@ -100,6 +153,7 @@ def load_reference(name: str) -> "tuple[pd.DataFrame, dict[str, Any]] | tuple[No
     recorded yet (a lesson section whose GPU run is still to come), so a lesson can show
     everything else in quick mode. Anything else wrong with the file raises.
     """
+    _check_name(name)
     try:
         path = reference_path(f"{name}.json")
     except FileNotFoundError:
@@ -154,8 +208,7 @@ def measure_or_reference(name: str, measure: Callable[[], pd.DataFrame]) -> Meas
     :func:`fp16lab.env.run_metadata` to :func:`output_path`; otherwise :func:`load_reference`
     prints where the reference was measured (or that none is recorded yet).
     """
-    if not isinstance(name, str) or not name or "/" in name or name.endswith(".json"):
-        raise ValueError(f"name must be a bare results name like 'align_sweep', got {name!r}")
+    _check_name(name)
     if not callable(measure):
         raise ValueError(f"measure must be a function returning a DataFrame, got {measure!r}")
     from fp16lab.config import live_gpu

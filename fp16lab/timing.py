@@ -7,14 +7,16 @@ block) and, where single launches matter, CUDA events.
 from __future__ import annotations
 
 import logging
+import math
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from fp16lab.checks import positive_int
-from fp16lab.device import parse_device, synchronize
+from fp16lab.checks import non_negative_int, positive_float, positive_int
+from fp16lab.device import mps_available, parse_device, resolve_device, synchronize
 from fp16lab.precision import Precision, parse_precision, precision_context
 
 # Importing torch.utils.benchmark logs "No CUDA runtime is found" on CPU machines: noise.
@@ -33,7 +35,11 @@ DTYPES: dict[Precision, torch.dtype] = {
 
 @dataclass(frozen=True)
 class Timing:
-    """Seconds per call: the median over timed runs, their interquartile range and count."""
+    """Seconds per call: the median over timed runs, their interquartile range and count.
+
+    With a single timed run there is no spread: ``iqr_s`` and :attr:`spread` are NaN and
+    the text says so (never "IQR 0.0%").
+    """
 
     median_s: float
     iqr_s: float
@@ -42,11 +48,20 @@ class Timing:
 
     @property
     def spread(self) -> float:
-        """IQR relative to the median: a noise estimate."""
-        return self.iqr_s / self.median_s if self.median_s else float("nan")
+        """IQR relative to the median: a noise estimate (NaN from fewer than two runs)."""
+        if self.runs < 2 or not self.median_s:
+            return math.nan
+        return self.iqr_s / self.median_s
 
     def __str__(self) -> str:
-        return f"{self.median_s * 1e3:.3f} ms median (IQR {self.spread:.1%}, {self.runs} runs, {self.method})"
+        noise = f"IQR {self.spread:.1%}" if self.runs >= 2 else "a single run: no spread measured"
+        return f"{self.median_s * 1e3:.3f} ms median ({noise}, {self.runs} run{'s' * (self.runs != 1)}, {self.method})"
+
+
+def _checked_fn(fn: object) -> Callable[[], object]:
+    if not callable(fn):
+        raise ValueError(f"fn must be a function of no arguments to time, got {fn!r:.80}")
+    return fn
 
 
 def time_fn(
@@ -63,26 +78,35 @@ def time_fn(
     blocks of calls for at least ``min_run_time=0.5`` seconds; the accelerator is
     synchronised around every block.
     """
-    if warmup < 0:
-        raise ValueError(f"warmup must be >= 0, got {warmup!r}")
-    if min_run_time <= 0:
-        raise ValueError(f"min_run_time must be > 0, got {min_run_time!r}")
+    fn = _checked_fn(fn)
+    warmup = non_negative_int("warmup", warmup)
+    warmup_s = positive_float("warmup_s", warmup_s, allow_zero=True)
+    min_run_time = positive_float("min_run_time", min_run_time)
+    return _time_fn(fn, warmup, warmup_s, min_run_time)
+
+
+def _time_fn(fn: Callable[[], object], warmup: int, warmup_s: float, min_run_time: float) -> Timing:
     _warm_up(fn, warmup, warmup_s)
     m = tbench.Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_run_time)
-    return Timing(m.median, m.iqr, len(m.times), "torch.utils.benchmark")
+    runs = len(m.times)
+    return Timing(m.median, m.iqr if runs >= 2 else math.nan, runs, "torch.utils.benchmark")
+
+
+def _sync_all() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    elif mps_available():
+        torch.mps.synchronize()
 
 
 def _warm_up(fn: Callable[[], object], calls: int, seconds: float) -> None:
     """Call ``fn`` at least ``calls`` times and for at least ``seconds`` (synchronised)."""
-    import time
-
-    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
     t0, done = time.perf_counter(), 0
     while done < calls or time.perf_counter() - t0 < seconds:
         fn()
         done += 1
         if done % 8 == 0 or done >= calls:
-            sync()
+            _sync_all()
 
 
 def time_cuda_events(
@@ -90,12 +114,15 @@ def time_cuda_events(
 ) -> Timing:
     """Time each of ``repeats`` calls of ``fn()`` with a pair of CUDA events; median of them.
 
-    Warm-up as in :func:`time_fn` (``warmup=3`` calls, ``warmup_s=0.05`` s).
+    Warm-up as in :func:`time_fn` (``warmup=3`` calls, ``warmup_s=0.05`` s). Needs a CUDA
+    GPU (``RuntimeError`` otherwise: use :func:`time_fn`).
     """
+    fn = _checked_fn(fn)
+    warmup = non_negative_int("warmup", warmup)
+    warmup_s = positive_float("warmup_s", warmup_s, allow_zero=True)
+    repeats = positive_int("repeats", repeats)
     if not torch.cuda.is_available():
         raise RuntimeError("time_cuda_events needs a CUDA GPU; use time_fn on other devices")
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats!r}")
     _warm_up(fn, warmup, warmup_s)
     torch.cuda.synchronize()
     pairs = []
@@ -107,8 +134,11 @@ def time_cuda_events(
         pairs.append((start, end))
     torch.cuda.synchronize()
     times = sorted(s.elapsed_time(e) / 1e3 for s, e in pairs)
-    q = statistics.quantiles(times, n=4) if len(times) >= 2 else [times[0]] * 3
-    return Timing(statistics.median(times), q[2] - q[0], repeats, "CUDA events")
+    iqr = math.nan
+    if len(times) >= 2:
+        q = statistics.quantiles(times, n=4)
+        iqr = q[2] - q[0]
+    return Timing(statistics.median(times), iqr, repeats, "CUDA events")
 
 
 def time_windows(run: Callable[[], object], device: "torch.device | str", windows: int) -> list[float]:
@@ -149,7 +179,7 @@ def matmul_tflops(
     n: int,
     k: int,
     precision: "Precision | str" = "fp16",
-    device: "torch.device | str" = "cuda",
+    device: "torch.device | str | None" = None,
     *,
     min_run_time: float = 0.5,
     seed: int = 0,
@@ -157,19 +187,38 @@ def matmul_tflops(
     """Achieved TFLOP/s of an (m×k) @ (k×n) product on fresh random (never zero) inputs.
 
     ``precision`` picks the dtype: fp32 (TF32 off), tf32 (fp32 storage, TF32 on), fp16, bf16.
-    Returns a dict with m, n, k, precision, seconds, IQR and tflops.
+    Defaults: ``precision="fp16"``, ``device=None`` (the best device here: cuda > mps > cpu;
+    an explicit ``"cuda"`` on a machine without one is a clear ``ValueError``),
+    ``min_run_time=0.5`` s, ``seed=0``. Returns a dict with m, n, k, precision, seconds,
+    IQR and tflops.
     """
-    for name, v in (("m", m), ("n", n), ("k", k)):
-        if not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    m, n, k = positive_int("m", m), positive_int("n", n), positive_int("k", k)
     p = parse_precision(precision)
-    dev = parse_device(device)
-    g = torch.Generator(device=dev).manual_seed(seed)
-    a = torch.randn(m, k, device=dev, dtype=DTYPES[p], generator=g)
-    b = torch.randn(k, n, device=dev, dtype=DTYPES[p], generator=g)
+    dev = resolve_device(device)
+    min_run_time = positive_float("min_run_time", min_run_time)
+    seed = non_negative_int("seed", seed)
+    return _matmul_tflops(m, n, k, p, dev, min_run_time, seed)
+
+
+def _matmul_tflops(
+    m: int, n: int, k: int, p: Precision, dev: torch.device, min_run_time: float, seed: int
+) -> dict[str, object]:
+    """:func:`matmul_tflops` on parsed arguments (callers have validated them)."""
+    if dev.type == "mps" and p is Precision.TF32:
+        raise ValueError("precision 'tf32' is an NVIDIA (Ampere or newer) matmul mode; on 'mps' use 'fp32', 'fp16' "
+                         "or 'bf16'")
+    gen_device = dev if dev.type != "mps" else torch.device("cpu")
+    g = torch.Generator(device=gen_device).manual_seed(seed)
+    a = torch.randn(m, k, device=gen_device, dtype=DTYPES[p], generator=g).to(dev)
+    b = torch.randn(k, n, device=gen_device, dtype=DTYPES[p], generator=g).to(dev)
+
+    def step() -> None:
+        torch.matmul(a, b)
+        if dev.type == "mps":  # torch.utils.benchmark synchronises CUDA only
+            synchronize(dev)
+
     with precision_context(p):
-        t = time_fn(lambda: torch.matmul(a, b), min_run_time=min_run_time)
-    flops = 2.0 * m * n * k
+        t = _time_fn(step, 3, 0.05, min_run_time)
     return {
         "m": m,
         "n": n,
@@ -177,5 +226,5 @@ def matmul_tflops(
         "precision": p.value,
         "seconds": t.median_s,
         "iqr_s": t.iqr_s,
-        "tflops": flops / t.median_s / 1e12,
+        "tflops": 2.0 * m * n * k / t.median_s / 1e12,
     }

@@ -14,6 +14,7 @@ from fp16lab.align import (
     PaddedLinear,
     alignment_for,
     audit,
+    check_multiple,
     cuda_kernels,
     is_aligned,
     matmul_sweep,
@@ -44,14 +45,30 @@ def test_pad_to_multiple_default_is_8():
 
 @pytest.mark.parametrize("n", [0, -8, 3.0, True, "8"])
 def test_pad_to_multiple_rejects_bad_sizes(n):
-    with pytest.raises(ValueError, match="n must be a positive int"):
+    with pytest.raises(ValueError, match="n must be an int >= 1"):
         pad_to_multiple(n)
 
 
-@pytest.mark.parametrize("multiple", [0, -1, 2.5])
+@pytest.mark.parametrize("multiple", [0, -1, 2.5, True, "8", None])
 def test_pad_to_multiple_rejects_bad_multiple(multiple):
-    with pytest.raises(ValueError, match="multiple must be a positive int"):
+    with pytest.raises(ValueError, match="multiple must be an int >= 1"):
         pad_to_multiple(10, multiple)
+
+
+@pytest.mark.parametrize("good", [1, 2, 4, 8, 16, 24, 64, 96, 128])
+def test_check_multiple_accepts_powers_of_two_and_multiples_of_8(good):
+    assert check_multiple(good) == good
+
+
+@pytest.mark.parametrize("bad", [7, 12, 100, 0, -8, 8.0, True, "8"])
+def test_padding_multiple_rule_refuses_the_rest(bad):
+    """Regression: pad_layers(multiple=7) was accepted."""
+    with pytest.raises(ValueError, match="multiple"):
+        check_multiple(bad)
+    for fn in (lambda: pad_layers(TinyLM(tie=False), ["head"], multiple=bad),
+               lambda: pad_linear(nn.Linear(4, 5), bad), lambda: pad_embedding(nn.Embedding(5, 4), bad)):
+        with pytest.raises(ValueError, match="multiple"):
+            fn()
 
 
 def test_alignment_for_each_precision():
@@ -61,6 +78,12 @@ def test_alignment_for_each_precision():
         alignment_for("fp32")
     with pytest.raises(ValueError, match="unknown precision 'fp8'.*'fp16'"):
         alignment_for("fp8")
+
+
+def test_wave_quantization_refuses_bad_tiles():
+    for tile in ((128,), 128, (128, 0), (True, 8)):
+        with pytest.raises(ValueError, match="tile"):
+            wave_quantization(128, 128, 4, tile=tile)
 
 
 def test_wave_quantization():
@@ -95,7 +118,8 @@ def test_sweep_shape_and_columns_on_cpu():
 
 @pytest.mark.parametrize(
     "shapes, match",
-    [([0], "positive"), ([(8, 8)], "tuple"), ([(8, -1, 8)], "n must be"), ([], "empty"), (["64"], "tuple")],
+    [([0], r"shapes\[0\] m must be an int >= 1"), ([(8, 8)], "tuple"), ([16, (8, -1, 8)], r"shapes\[1\] n must be"),
+     ([], "empty"), (["64"], "tuple")],
 )
 def test_sweep_rejects_bad_shapes(shapes, match):
     with pytest.raises(ValueError, match=match):
@@ -107,6 +131,24 @@ def test_sweep_rejects_unknown_precision_and_time():
         matmul_sweep([8], ["int4"], "cpu", progress=False)
     with pytest.raises(ValueError, match="min_run_time"):
         matmul_sweep([8], "fp32", "cpu", min_run_time=0, progress=False)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(shapes=64), "shapes must be"), (dict(shapes="64"), "shapes must be"),
+    (dict(precisions=torch.float16), "precisions"), (dict(precisions=3), "precisions"),
+    (dict(device="gpu"), "device"), (dict(seed=-1), "seed"), (dict(seed=1.5), "seed"),
+    (dict(progress="no"), "progress"), (dict(min_run_time="0.1"), "min_run_time"),
+])
+def test_sweep_wrong_types_name_the_argument(kwargs, match):
+    args = dict(shapes=[8], precisions="fp32", device="cpu", progress=False) | kwargs
+    with pytest.raises(ValueError, match=match):
+        matmul_sweep(**args)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without CUDA")
+def test_sweep_on_cuda_without_cuda_is_a_clear_error():
+    with pytest.raises(ValueError, match="no CUDA GPU"):
+        matmul_sweep([8], "fp16", "cuda", progress=False)
 
 
 # --------------------------------------------------------------------------- audit
@@ -159,6 +201,12 @@ def test_audit_misaligned_sizes_and_skips():
         ("grouped", "in_channels"): (12, 16),  # 24 / 2 groups; 48 / 2 = 24 out is aligned
     }
     assert all(df["reason"].str.len() > 20) and not rep.ok
+    assert list(df.query("paddable").module) == ["fc2"] and rep.pad_names() == ["fc2"]
+    fixes = {(r.module, r.dim): r.fix for r in df.itertuples()}
+    assert "change the model" in fixes[("fc1", "in_features")]
+    assert "pad_layers pads no convolutions" in fixes[("grouped", "in_channels")]
+    assert "batch size" in fixes[("fc1", "rows")]
+    assert fixes[("fc2", "out_features")] == "pad_layers(model, ['fc2'], multiple=8)"
     skipped = {s.module: s.reason for s in rep.skipped}
     assert set(skipped) == {"rnn", "dw"}
     assert "not understood" in skipped["rnn"] and "depthwise" in skipped["dw"]
@@ -200,7 +248,92 @@ def test_audit_reports_tied_weights():
     rep = audit(m)
     head = rep.to_frame().set_index(["module", "dim"])
     assert head.loc[("head", "out_features"), "suggested"] == 56
-    assert "tied with wte" in head.loc[("head", "out_features"), "reason"]
+    assert "tied with 'wte'" in head.loc[("head", "out_features"), "reason"]
+    assert rep.pad_names() == ["wte", "head"]
+    pad_layers(m, rep.pad_names())  # what the audit advises, pad_layers accepts
+    assert audit(m).pad_names() == []
+
+
+class SharedHead(nn.Module):
+    """One Linear registered under two names (a shared module, not a tie of two modules)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Linear(16, 16)
+        self.head = nn.Linear(16, 50)
+        self.aux_head = self.head
+
+    def forward(self, x):
+        h = self.body(x)
+        return self.head(h) + self.aux_head(h)
+
+
+@pytest.mark.parametrize("names", [["head"], ["aux_head"], ["head", "aux_head"]])
+def test_a_module_shared_under_two_names_is_padded_once_under_both(names):
+    """Regression: audit advised padding 'head' and 'aux_head' together, and pad_layers refused that call."""
+    torch.manual_seed(0)
+    m = SharedHead()
+    x = torch.randn(3, 16)
+    before = m(x)
+    rep = audit(m)
+    finding = rep.to_frame().set_index(["module", "dim"]).loc[("head", "out_features")]
+    assert finding["paddable"] and "also registered as 'aux_head'" in finding["reason"]
+    assert rep.pad_names() == ["head"]
+    pad_layers(m, names)
+    assert m.head is m.aux_head and isinstance(m.head, PaddedLinear) and m.head.padded_features == 56
+    torch.testing.assert_close(m(x), before)
+
+
+def test_audit_advice_is_accepted_by_pad_layers_on_many_models():
+    """Whatever audit marks paddable, pad_layers pads; afterwards nothing paddable is left."""
+    class Zoo(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb = nn.Embedding(37, 16)
+            self.bag = nn.EmbeddingBag(19, 16)  # not paddable: audit says so
+            self.fc = nn.Linear(16, 13)
+            self.blocks = nn.ModuleList([nn.Linear(16, 10), nn.Linear(10, 16)])
+            self.seq = nn.Sequential(nn.Conv2d(3, 13, 1), nn.Linear(5, 7))
+            self.tied_a = nn.Linear(16, 21)
+            self.tied_b = nn.Embedding(21, 16)
+            self.tied_b.weight = self.tied_a.weight
+            self.alias = self.fc
+
+    mha = nn.Sequential(nn.MultiheadAttention(20, 2), nn.Linear(20, 7))  # out_proj: a Linear subclass
+    for model in (Zoo(), TinyLM(), TinyLM(tie=False), SharedHead(), nn.Linear(3, 5), mha):
+        rep = audit(model)
+        names = rep.pad_names()
+        for f in rep.misaligned:
+            assert f.fix, f
+            if f.dim in ("in_features", "embedding_dim", "in_channels", "out_channels", "rows"):
+                assert not f.paddable
+        if names:
+            pad_layers(model, names)
+        assert audit(model).pad_names() == []
+    out_proj = audit(nn.MultiheadAttention(20, 2)).to_frame().set_index(["module", "dim"]).loc[("out_proj", "out_features")]
+    assert not out_proj["paddable"] and "NonDynamicallyQuantizableLinear" in out_proj["fix"]
+    with pytest.raises(ValueError, match="pads nn.Linear and nn.Embedding only"):
+        pad_layers(nn.MultiheadAttention(20, 2), ["out_proj"])
+    root = audit(nn.Linear(3, 5)).to_frame().set_index(["module", "dim"]).loc[("<root>", "out_features")]
+    assert not root["paddable"] and "pad_linear(model)" in root["fix"]
+    bag = audit(Zoo()).to_frame().set_index(["module", "dim"]).loc[("bag", "num_embeddings")]
+    assert not bag["paddable"] and "pad_layers cannot" in bag["fix"]
+
+
+def test_a_weight_tied_to_an_unpaddable_module_is_refused_with_the_fix():
+    class Custom(nn.Module):
+        def __init__(self, w: nn.Parameter) -> None:
+            super().__init__()
+            self.weight = w
+
+    m = nn.Module()
+    m.head = nn.Linear(4, 10)
+    m.other = Custom(m.head.weight)
+    f = audit(m).to_frame().set_index(["module", "dim"]).loc[("head", "out_features")]
+    assert not f["paddable"] and "Custom" in f["fix"]
+    with pytest.raises(ValueError, match="tied to 'other', a Custom.*model's definition"):
+        pad_layers(m, ["head"])
+    assert isinstance(m.head, nn.Linear)
 
 
 # ------------------------------------------------------------------------- padding
@@ -274,21 +407,29 @@ def test_pad_layers_tied_model_same_function_and_grads():
 
 def test_pad_layers_refuses_half_of_a_tie():
     m = TinyLM()
-    with pytest.raises(ValueError, match=r"'head' shares its weight with \['wte'\].*pad_layers\(model, \['head', 'wte'\]"):
+    with pytest.raises(ValueError, match=r"'head' shares its weight with 'wte'.*pad_layers\(model, \['wte', 'head'\]"):
         pad_layers(m, "head")
     assert isinstance(m.head, nn.Linear)  # nothing changed
+    pad_layers(m, ["wte", "head"], multiple=8)  # the advised call works
 
 
 def test_pad_layers_validation():
     m = TinyLM(tie=False)
     with pytest.raises(ValueError, match="no module named 'haed'.*similar"):
         pad_layers(m, ["haed"])
-    with pytest.raises(ValueError, match="'0' is a Conv2d; pad_layers pads nn.Linear and nn.Embedding only"):
+    with pytest.raises(ValueError, match="'0'.*is a Conv2d; pad_layers pads nn.Linear and nn.Embedding only"):
         pad_layers(nn.Sequential(nn.Conv2d(3, 5, 1)), ["0"])
-    with pytest.raises(ValueError, match="multiple must be a positive int"):
+    with pytest.raises(ValueError, match="multiple must be an int >= 1"):
         pad_layers(m, ["head"], multiple=0)
-    with pytest.raises(ValueError, match="names is empty"):
+    with pytest.raises(ValueError, match="non-empty list"):
         pad_layers(m, [])
+    for bad, match in ((None, "names"), (3, "names"), ([3], "names"), ([""], "no module named ''")):
+        with pytest.raises(ValueError, match=match):
+            pad_layers(m, bad)
+    with pytest.raises(ValueError, match="model must be a torch.nn.Module"):
+        pad_layers("model", ["head"])
+    with pytest.raises(ValueError, match="optimizer must be a torch.optim.Optimizer"):
+        pad_layers(m, ["head"], optimizer=[])
     pad_layers(m, ["head"])  # untied: fine alone
     with pytest.raises(ValueError, match="already padded"):
         pad_layers(m, ["head"])
@@ -296,6 +437,48 @@ def test_pad_layers_validation():
         pad_linear(nn.Embedding(3, 3))
     with pytest.raises(ValueError, match="nn.Embedding"):
         pad_embedding(nn.Linear(3, 3))
+
+
+def test_pad_layers_refuses_when_a_live_optimizer_holds_the_old_parameters():
+    """Regression: the padded head silently detached from an existing optimizer and never trained again."""
+    m = TinyLM(tie=False)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match="Build the optimizer after padding.*optimizer=opt"):
+        pad_layers(m, ["head"])
+    assert isinstance(m.head, nn.Linear)  # refused: nothing changed
+    del opt
+    pad_layers(m, ["head"])  # no optimizer any more: fine
+
+
+@pytest.mark.parametrize("make_opt", [
+    lambda ps: torch.optim.Adam(ps, lr=1e-2),
+    lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9),
+    lambda ps: torch.optim.AdamW(ps, lr=1e-2, weight_decay=0.1, amsgrad=True),
+])
+def test_pad_layers_repoints_an_optimizer_and_training_continues_exactly(make_opt):
+    """With optimizer=, padding mid-training changes nothing the model computes or learns."""
+    torch.manual_seed(0)
+    ref, model = TinyLM(vocab=50), TinyLM(vocab=50)
+    model.load_state_dict(ref.state_dict())
+    opt_ref, opt = make_opt(ref.parameters()), make_opt(model.parameters())
+    idx, target = torch.randint(0, 50, (4, 6)), torch.randint(0, 50, (4, 6))
+
+    def step(mdl, o):
+        o.zero_grad()
+        loss = nn.functional.cross_entropy(mdl(idx).flatten(0, 1), target.flatten())
+        loss.backward()
+        o.step()
+        return loss.item()
+
+    for _ in range(2):
+        step(ref, opt_ref), step(model, opt)
+    pad_layers(model, ["wte", "head"], multiple=64, optimizer=opt)
+    held = {id(p) for g in opt.param_groups for p in g["params"]}
+    assert id(model.wte.weight) in held and all(id(p) in held for p in model.parameters())
+    for _ in range(3):
+        assert step(model, opt) == pytest.approx(step(ref, opt_ref), rel=1e-5)
+    torch.testing.assert_close(model.wte.weight[:50], ref.wte.weight, rtol=1e-5, atol=1e-6)
+    assert (model.wte.weight[50:] == 0).all()  # padded rows never move
 
 
 # ------------------------------------------------------------------------- kernels
@@ -315,6 +498,15 @@ def test_tensor_core_kind(name, kind):
     assert tensor_core_kind(name) == kind
 
 
+def test_tensor_core_kind_and_cuda_kernels_name_bad_arguments():
+    with pytest.raises(ValueError, match="kernel_name must be a str"):
+        tensor_core_kind(None)
+    with pytest.raises(ValueError, match="fn must be"):
+        cuda_kernels("a @ a")
+    with pytest.raises(ValueError, match="warmup"):
+        cuda_kernels(lambda: None, warmup=-1)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_kernels_fp16_matmul_on_tensor_cores():
     a = torch.randn(1024, 1024, device="cuda", dtype=torch.float16)
@@ -327,3 +519,17 @@ def test_cuda_kernels_needs_gpu():
         pytest.skip("a GPU is present")
     with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
         cuda_kernels(lambda: None)
+
+
+def test_sweep_compares_with_the_peak_of_the_chip_that_really_ran(fake_gpu, monkeypatch):
+    """Under a hardware profile the speed is the real chip's: pct_of_peak must use the real chip's peak."""
+    import fp16lab.align.sweep as sweep_mod
+    import fp16lab.hardware as hardware
+
+    fake_gpu("hopper")
+    hardware.use_profile("rtx4090d")
+    monkeypatch.setattr(sweep_mod, "_matmul_tflops", lambda m, n, k, p, dev, t, seed: {
+        "m": m, "n": n, "k": k, "precision": p.value, "seconds": 1.0, "iqr_s": 0.0, "tflops": 500.0})
+    df = matmul_sweep([64], ["fp16"], "cuda", progress=False)
+    assert df.loc[0, "peak_tflops"] == hardware.PEAK_TFLOPS["H200"].fp16  # not the 4090D's
+    assert "H200" in df.loc[0, "device"] and "4090" in df.loc[0, "device"]  # the label says both

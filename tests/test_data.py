@@ -55,11 +55,50 @@ def test_classes_differ_in_shape_not_only_colour() -> None:
         {"n": 10, "num_classes": 11},
         {"n": 10, "noise": 2.0},
         {"n": 10, "num_classes": 3.0},
+        {"n": True},
+        {"n": 10, "seed": -1},
+        {"n": 10, "seed": "0"},
+        {"n": 10, "noise": "0.1"},
+        {"n": 10, "noise": True},
     ],
 )
 def test_bad_arguments(kwargs: dict) -> None:
     with pytest.raises(ValueError, match="must be"):
         ShapesDataset(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"n_train": 0}, "n_train"),
+        ({"n_val": "32"}, "n_val"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"batch_size": True}, "batch_size"),
+        ({"num_workers": -1}, "num_workers"),
+        ({"pin_memory": "yes"}, "pin_memory"),
+        ({"seed": 1.5}, "seed"),
+        ({"image_size": 4}, "image_size"),
+        ({"batch_size": 200}, "exceeds n_train"),
+    ],
+)
+def test_make_loaders_names_the_bad_argument_before_generating(kwargs: dict, name: str) -> None:
+    with pytest.raises(ValueError, match=name):
+        make_loaders(**({"n_train": 64, "n_val": 16, "batch_size": 8} | kwargs))
+
+
+def test_tensors_device_must_exist() -> None:
+    ds = ShapesDataset(4, 8, 2)
+    with pytest.raises(ValueError, match="device"):
+        ds.tensors("gpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA GPU"):
+            ds.tensors("cuda")
+
+
+@pytest.mark.parametrize("kwargs", [{"num_classes": 1}, {"width": 0}, {"in_channels": "3"}, {"width": 8.0}])
+def test_small_cnn_bad_arguments(kwargs: dict) -> None:
+    with pytest.raises(ValueError, match="must be"):
+        small_cnn(**kwargs)
 
 
 def test_make_loaders_repeatable() -> None:
@@ -94,3 +133,32 @@ def _learn() -> None:
         fit(model, tr, opt, precision="fp32", epochs=6, progress=False)  # 3 was too close to the bar
     after = evaluate(model, va)["val_accuracy"]
     assert after > 0.5 and after > before + 0.2, (before, after)  # chance is 0.25
+
+
+def test_augmented_shapes_items_and_refusals() -> None:
+    from fp16lab.data import AugmentedShapes
+
+    data = AugmentedShapes(8, image_size=16, seed=3)
+    torch.manual_seed(0)
+    x, y = data[0]
+    assert x.shape == (3, 16, 16) and x.dtype == torch.float32 and y.dtype == torch.int64
+    base = ShapesDataset(8, image_size=16, seed=3)
+    assert torch.equal(data.labels, base.labels)
+    plain = AugmentedShapes(8, image_size=16, seed=3, pad=0)
+    torch.manual_seed(1)
+    a = plain[2][0]
+    assert torch.allclose(a, base[2][0]) or torch.allclose(a, base[2][0].flip(-1))  # no pad: only a flip
+    with pytest.raises(ValueError, match="pad"):
+        AugmentedShapes(8, pad=-1)
+
+
+def test_augmented_shapes_work_in_spawned_workers() -> None:
+    # Windows and macOS start DataLoader workers with spawn: the dataset must pickle and import.
+    from torch.utils.data import DataLoader
+
+    from fp16lab.data import AugmentedShapes
+
+    data = AugmentedShapes(16, image_size=16, seed=0)
+    loader = DataLoader(data, batch_size=8, num_workers=1, multiprocessing_context="spawn")
+    batches = list(loader)
+    assert len(batches) == 2 and batches[0][0].shape == (8, 3, 16, 16)

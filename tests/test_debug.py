@@ -104,7 +104,7 @@ def test_dtype_trace_accepts_tuple_and_dict_inputs() -> None:
 @pytest.mark.parametrize("fn", [dtype_trace, first_nonfinite])
 def test_bad_inputs_are_refused(fn) -> None:
     model = nn.Linear(2, 2)
-    with pytest.raises(TypeError, match="torch.nn.Module"):
+    with pytest.raises(ValueError, match="model must be a torch.nn.Module"):
         fn(lambda x: x, torch.randn(1, 2))
     with pytest.raises(ValueError, match="empty"):
         fn(model, torch.randn(0, 2))
@@ -114,6 +114,25 @@ def test_bad_inputs_are_refused(fn) -> None:
         fn(model, torch.randn(1, 2), precision="fp8")
     with pytest.raises(ValueError, match="allowed"):
         fn(model, torch.randn(1, 2), device="tpu")
+    with pytest.raises(ValueError, match="not a dtype"):
+        fn(model, torch.randn(1, 2), precision=torch.float16)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA GPU is visible"):
+            fn(nn.ReLU(), torch.randn(1, 2), device="cuda")  # no parameters to say where it lives
+
+
+def test_dtype_trace_leaves_only_must_be_a_bool() -> None:
+    with pytest.raises(ValueError, match="leaves_only must be True or False"):
+        dtype_trace(nn.Linear(2, 2), torch.randn(1, 2), "bf16", leaves_only="yes")
+
+
+def test_tf32_on_mps_is_refused_clearly(monkeypatch) -> None:
+    from fp16lab.debug import _common
+
+    monkeypatch.setattr(_common, "resolve_device", lambda d: torch.device("mps"))
+    monkeypatch.setattr(_common, "model_device", lambda m, default=None: torch.device("mps"))
+    with pytest.raises(ValueError, match="'tf32'.*NVIDIA.*'mps'"):
+        dtype_trace(nn.Linear(2, 2), torch.randn(1, 2), "tf32", device="mps")
 
 
 class ExpSoftmax(nn.Module):
@@ -234,14 +253,32 @@ def test_max_batch_size_oom_inside_the_step_is_caught() -> None:
     assert res.max_batch == 12
 
 
+def test_max_batch_size_catches_an_mps_style_out_of_memory() -> None:
+    """Apple's MPS raises a plain RuntimeError saying "out of memory": it is an OOM too."""
+    def make(n: int):
+        if n > 20:
+            raise RuntimeError("MPS backend out of memory (MPS allocated: 1 GB, other allocations: 0 B)")
+        return torch.randn(n, 16), torch.randint(0, 4, (n,))
+
+    res = max_batch_size(_mlp(), make, precision="fp32", limit=256)
+    assert res.max_batch == 20 and res.trials["error"].str.contains("MPS backend").any()
+
+
 def test_max_batch_size_other_errors_propagate_and_bad_arguments() -> None:
     def broken(n: int):
         raise KeyError("a bug, not an OOM")
 
     with pytest.raises(KeyError):
         max_batch_size(_mlp(), broken, precision="fp32")
-    with pytest.raises(TypeError, match="torch.nn.Module"):
+    with pytest.raises(ValueError, match="model must be a torch.nn.Module"):
         max_batch_size("model", _fake_oom_batches(4))
+    for kwargs, match in ((dict(start=True), "start"), (dict(limit=2.0), "limit"), (dict(multiple="8"), "multiple"),
+                          (dict(loss_fn="mse"), "loss_fn"), (dict(optimizer=torch.optim.Adam([nn.Parameter(torch.ones(1))])),
+                                                             "optimizer must be a function")):
+        with pytest.raises(ValueError, match=match):
+            max_batch_size(_mlp(), _fake_oom_batches(4), "fp32", **kwargs)
+    with pytest.raises(ValueError, match="make_batch must be"):
+        max_batch_size(_mlp(), [1, 2], "fp32")
     with pytest.raises(ValueError, match="'fp8'"):
         max_batch_size(_mlp(), _fake_oom_batches(4), precision="fp8")
     with pytest.raises(ValueError, match="start"):
@@ -258,8 +295,27 @@ def test_step_peak_memory_refuses_cpu() -> None:
         step_peak_memory(_mlp(), batch, "fp16")
     with pytest.raises(ValueError, match="CUDA"):
         memory_sweep(_mlp(), lambda n: batch, [4])
-    with pytest.raises(TypeError, match="torch.nn.Module"):
+    with pytest.raises(ValueError, match="model must be a torch.nn.Module"):
         step_peak_memory(None, batch)
+    with pytest.raises(ValueError, match="model must be a torch.nn.Module"):
+        memory_sweep("model", lambda n: batch, [4])
+
+
+@CUDA
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(warmup_steps=-1), "warmup_steps"), (dict(warmup_steps=True), "warmup_steps"), (dict(restore=1), "restore"),
+    (dict(loss_fn=3), "loss_fn"), (dict(optimizer="adam"), "optimizer"),
+])
+def test_step_peak_memory_names_bad_arguments(kwargs, match) -> None:
+    model = _mlp().cuda()
+    batch = (torch.randn(4, 16, device="cuda"), torch.randint(0, 4, (4,), device="cuda"))
+    with pytest.raises(ValueError, match=match):
+        step_peak_memory(model, batch, "fp32", **kwargs)
+    for bad, m in (([], "batch_sizes"), ([4, 0], "batch_sizes"), ("48", "batch_sizes")):
+        with pytest.raises(ValueError, match=m):
+            memory_sweep(model, lambda n: batch, bad)
+    with pytest.raises(ValueError, match="precisions"):
+        memory_sweep(model, lambda n: batch, [4], precisions="fp16")
 
 
 @CUDA
@@ -311,3 +367,53 @@ def test_step_peak_memory_fp16_warmup_outlasts_skipped_steps() -> None:
     assert abs(fp16.before_bytes - fp32.before_bytes) < 0.05 * fp32.before_bytes
     with pytest.raises(RuntimeError, match="skipped by the GradScaler"):
         step_peak_memory(model, batch, "fp16", loss_fn=lambda out, y: nn.functional.cross_entropy(out, y) * math.inf)
+
+
+class _FakeCuda:
+    """Stands in for torch.cuda's memory counters so the GPU code path runs on the CPU."""
+
+    def __init__(self) -> None:
+        self.allocated = 1000
+
+    def memory_allocated(self, dev=None) -> int:
+        return self.allocated
+
+    def max_memory_allocated(self, dev=None) -> int:
+        return self.allocated + 500
+
+    def max_memory_reserved(self, dev=None) -> int:
+        return self.allocated + 800
+
+    def reset_peak_memory_stats(self, dev=None) -> None:
+        pass
+
+    def synchronize(self, dev=None) -> None:
+        pass
+
+
+def test_memory_code_path_on_the_cpu_with_fake_counters(monkeypatch) -> None:
+    """step_peak_memory / memory_sweep on the CPU with torch.cuda's counters faked: the flow, not the numbers."""
+    from fp16lab.debug import memory
+
+    fake = _FakeCuda()
+    monkeypatch.setattr(memory, "_cuda_device", lambda model, device, what: torch.device("cpu"))
+    for name in ("memory_allocated", "max_memory_allocated", "max_memory_reserved", "reset_peak_memory_stats",
+                 "synchronize"):
+        monkeypatch.setattr(torch.cuda, name, getattr(fake, name))
+    model = _mlp()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    batch = (torch.randn(4, 16), torch.randint(0, 4, (4,)))
+    r = memory.step_peak_memory(model, batch, "fp32", warmup_steps=2)
+    assert (r.before_bytes, r.peak_bytes, r.step_bytes, r.batch_size) == (1000, 1500, 500, 4)
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())  # restored
+
+    def make(n: int):
+        if n > 4:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory (fake)")
+        return torch.randn(n, 16), torch.randint(0, 4, (n,))
+
+    table = memory.memory_sweep(model, make, [2, 4, 8], ("fp32", "bf16"))
+    assert list(table["oom"]) == [False, False, True] * 2
+    assert table.loc[table["oom"], "error"].str.contains("OutOfMemoryError").all()
+    with pytest.raises(KeyError):
+        memory.memory_sweep(model, lambda n: {}[n], [2])  # not an OOM: propagates

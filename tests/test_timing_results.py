@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 
 import pandas as pd
 import pytest
+import torch
 
 import fp16lab.results as results
 from fp16lab.results import load_reference, load_results, output_path, reference_path, save_results
-from fp16lab.timing import matmul_tflops, time_fn
+from fp16lab.timing import Timing, matmul_tflops, time_cuda_events, time_fn
 
 
 def test_time_fn_measures_a_known_sleep():
@@ -23,6 +25,52 @@ def test_time_fn_rejects_bad_args():
         time_fn(lambda: None, warmup=-1)
     with pytest.raises(ValueError, match="min_run_time"):
         time_fn(lambda: None, min_run_time=0)
+
+
+def test_time_fn_single_run_reports_no_spread():
+    """Regression: one timed run printed "IQR 0.0%"."""
+    t = time_fn(lambda: time.sleep(0.3), warmup=0, warmup_s=0, min_run_time=0.01)
+    assert t.runs == 1
+    assert math.isnan(t.spread) and math.isnan(t.iqr_s)
+    assert "IQR" not in str(t) and "single run" in str(t) and "1 run," in str(t)
+    many = Timing(0.01, 0.001, 5, "torch.utils.benchmark")
+    assert "IQR 10.0%" in str(many) and many.spread == pytest.approx(0.1)
+    assert "IQR" not in str(Timing(0.01, 0.0, 1, "CUDA events"))
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(fn=None), "fn must be"), (dict(fn="f()"), "fn must be"), (dict(warmup=True), "warmup"),
+    (dict(warmup=1.5), "warmup"), (dict(warmup_s=-1), "warmup_s"), (dict(min_run_time="1"), "min_run_time"),
+    (dict(min_run_time=math.nan), "min_run_time"),
+])
+def test_timing_helpers_name_bad_arguments(kwargs, match):
+    args = dict(fn=lambda: None) | kwargs
+    fn = args.pop("fn")
+    with pytest.raises(ValueError, match=match):
+        time_fn(fn, **args)
+    if "min_run_time" not in kwargs:
+        with pytest.raises(ValueError, match=match):
+            time_cuda_events(fn, **args)
+    with pytest.raises(ValueError, match="repeats"):
+        time_cuda_events(lambda: None, repeats=0)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
+def test_matmul_tflops_default_device_is_the_best_available_not_cuda():
+    """Regression: the default device was "cuda", which failed deep inside torch without a GPU."""
+    r = matmul_tflops(16, 16, 16, "fp32", min_run_time=0.01)
+    assert r["tflops"] > 0
+    with pytest.raises(ValueError, match="no CUDA GPU is visible"):
+        matmul_tflops(16, 16, 16, "fp32", "cuda", min_run_time=0.01)
+
+
+def test_matmul_tflops_names_bad_arguments():
+    for kwargs, match in ((dict(device="gpu"), "device"), (dict(device=0), "device"), (dict(seed=-1), "seed"),
+                          (dict(min_run_time=0), "min_run_time"), (dict(precision=torch.float16), "not a dtype")):
+        with pytest.raises(ValueError, match=match):
+            matmul_tflops(8, 8, 8, **({"precision": "fp32", "device": "cpu"} | kwargs))
+    with pytest.raises(ValueError, match="k must be an int"):
+        matmul_tflops(8, 8, True, "fp32", "cpu")
 
 
 def test_matmul_tflops_on_cpu_counts_flops():
@@ -58,6 +106,51 @@ def test_results_errors(tmp_path):
         load_results(tmp_path / "bad.json")
     with pytest.raises(FileNotFoundError, match="available"):
         reference_path("definitely_missing.json")
+
+
+def test_results_wrong_types_name_the_argument_and_write_nothing(tmp_path):
+    """Regression: wrong types failed inside pandas/json (AttributeError, TypeError), half-way through."""
+    df = pd.DataFrame({"a": [1]})
+    cases = [
+        (lambda: save_results({"a": [1]}, tmp_path / "r.json", {}), "frame must be a pandas DataFrame"),
+        (lambda: save_results(df, None, {}), "path must be a file path"),
+        (lambda: save_results(df, 3, {}), "path must be a file path"),
+        (lambda: save_results(df, tmp_path / "r.json", None), "metadata must be a dict"),
+        (lambda: save_results(df, tmp_path / "r.json", [("a", 1)]), "metadata must be a dict"),
+        (lambda: save_results(df, tmp_path / "r.json", {"f": object()}), "metadata cannot be stored as JSON"),
+        (lambda: save_results(df, tmp_path / "r.json", {}, csv="yes"), "csv must be True or False"),
+        (lambda: load_results(None), "path must be a file path"),
+        (lambda: load_results(["r.json"]), "path must be a file path"),
+    ]
+    for call, match in cases:
+        with pytest.raises(ValueError, match=match):
+            call()
+    assert list(tmp_path.iterdir()) == []  # nothing was written
+    (tmp_path / "broken.json").write_text("{not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        load_results(tmp_path / "broken.json")
+    (tmp_path / "rows.json").write_text(json.dumps({"metadata": [], "rows": {}}))
+    with pytest.raises(ValueError, match="not an fp16lab results file"):
+        load_results(tmp_path / "rows.json")
+    with pytest.raises(FileNotFoundError):
+        load_results(tmp_path)  # a folder is not a results file
+    import numpy as np
+
+    save_results(df, tmp_path / "np.json", {"batch": np.int64(8), "ratio": np.float32(0.5)})
+    assert load_results(tmp_path / "np.json")[1] == {"batch": 8, "ratio": 0.5}
+
+
+@pytest.mark.parametrize("bad", ["..", "../x", "a/b", "a\\b", ".hidden", "", "x.json", None, 3, "a..b", "/abs", "c:d"])
+def test_output_path_refuses_anything_but_a_bare_name(bad, monkeypatch, tmp_path):
+    """Regression: output_path("..") was accepted and pointed outside results/local."""
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    with pytest.raises(ValueError, match="bare name"):
+        output_path(bad)
+    with pytest.raises(ValueError, match="bare name"):
+        load_reference(bad)
+    with pytest.raises(ValueError, match="bare name"):
+        results.measure_or_reference(bad, lambda: pd.DataFrame())
+    assert not (tmp_path / "local").exists() or list((tmp_path / "local").iterdir()) == []
 
 
 def test_output_path_never_overwrites_reference(monkeypatch):

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from fp16lab.checks import positive_float
-from fp16lab.numerics.formats import FormatInfo, FormatLike, _as_float64, _describe, _round, format_info
+from fp16lab.numerics.formats import FormatInfo, FormatLike, _as_float64, _describe, format_info
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -142,22 +142,44 @@ def _tensor_list(tensors: object) -> list[torch.Tensor]:
     return items
 
 
-def _count(x: torch.Tensor, scale: float, info: FormatInfo) -> dict[str, int]:
-    """Category counts of one chunk (any floating dtype, any device)."""
-    finite_in = torch.isfinite(x)
-    zero_in = x == 0
-    scaled = _as_float64(x) * scale  # float64: a finite input stays finite (or counts as overflow)
-    stored, over = _round(scaled, info)
-    finite_in = finite_in.to(stored.device)
-    zero_in = zero_in.to(stored.device)
-    over = over | (finite_in & torch.isinf(scaled))
-    y_zero = stored == 0
+@dataclass(frozen=True)
+class _Thresholds:
+    """Where rounding to a format changes category, as exact float64 magnitudes.
+
+    Round to nearest, ties to even: a magnitude ``a`` rounds to 0 when ``a <= sub / 2`` (the
+    tie goes to 0, the even neighbour), to a subnormal when ``sub / 2 < a < normal - sub / 2``
+    (the tie below the smallest normal goes up: the largest subnormal's mantissa is odd), and
+    beyond the largest finite value when ``a > top`` or, if the largest value's mantissa is
+    odd (formats with inf), ``a == top``, ``top`` being the midpoint above the maximum.
+    """
+
+    zero_at_most: float
+    subnormal_below: float
+    overflow_above: float
+    tie_overflows: bool
+
+    @classmethod
+    def of(cls, info: FormatInfo) -> _Thresholds:
+        sub = info.smallest_subnormal
+        half_ulp_at_max = math.ldexp(1.0, info.max_exponent - info.mantissa_bits - 1)
+        return cls(sub / 2, info.smallest_normal - sub / 2, info.max + half_ulp_at_max, info.has_inf)
+
+
+def _count(x: torch.Tensor, scale: float, th: _Thresholds) -> dict[str, int]:
+    """Category counts of one chunk (any floating dtype, any device), from exact thresholds."""
+    x64 = _as_float64(x)  # exact for every floating dtype (float8 has no isfinite of its own)
+    finite_in, zero_in = torch.isfinite(x64), x64 == 0
+    a = x64.abs() * scale  # float64: a finite input stays finite (or counts as overflow)
+    over = (a > th.overflow_above) | ((a == th.overflow_above) if th.tie_overflows else torch.zeros_like(zero_in))
+    over = over & finite_in
+    flushed = (a <= th.zero_at_most) & ~zero_in
+    sub = (a > th.zero_at_most) & (a < th.subnormal_below)
     c = {
         "nonfinite": int((~finite_in).sum()),
         "zero": int(zero_in.sum()),
-        "underflow": int((y_zero & ~zero_in).sum()),
-        "overflow": int((over & finite_in).sum()),
-        "subnormal": int((~y_zero & (stored.abs() < info.smallest_normal) & finite_in).sum()),
+        "underflow": int(flushed.sum()),
+        "overflow": int(over.sum()),
+        "subnormal": int(sub.sum()),
     }
     c["normal"] = x.numel() - sum(c.values())
     return c
@@ -171,18 +193,19 @@ def cast_stats(
 
     Why: gradients that are non-zero in fp32 but flush to zero in fp16 are lost updates; a
     loss scale shifts them into range, and too large a one pushes others beyond it. The
-    product is taken in float64 (exact for power-of-two scales) and rounded once, on the
-    tensors' own device (Apple's MPS has no float64: such tensors are counted on the CPU).
+    product is taken in float64 (exact for power-of-two scales) and classified by where
+    rounding it once, to nearest even, would put it, on the tensors' own device (Apple's MPS has no float64: such tensors are counted on the CPU).
     Values already inf/NaN count as ``nonfinite``; finite values that the scale pushes out
     of range count as ``overflow``.
     """
     info = format_info(fmt)
     scale = positive_float("scale", scale)
     items = _tensor_list(tensors)
+    th = _Thresholds.of(info)
     counts = dict.fromkeys(_CATEGORIES, 0)
     for t in items:
         flat = t.detach().reshape(-1)
         for start in range(0, flat.numel(), _CHUNK):
-            for k, v in _count(flat[start : start + _CHUNK], scale, info).items():
+            for k, v in _count(flat[start : start + _CHUNK], scale, th).items():
                 counts[k] += v
     return CastStats(fmt=info.name, scale=scale, total=sum(t.numel() for t in items), **counts)

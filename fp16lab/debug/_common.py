@@ -1,0 +1,166 @@
+"""Checks and helpers shared by the debugging tools (validated once at each public entry point)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+from fp16lab.checks import instance
+from fp16lab.device import model_device, resolve_device
+from fp16lab.precision import Precision, check_precision_supported, parse_precision
+
+LossFn = Callable[[Any, Any], torch.Tensor]
+OptimizerFactory = Callable[[Any], torch.optim.Optimizer]
+MIB = 2**20
+
+
+def check_module(model: object) -> nn.Module:
+    checked: nn.Module = instance(  # type: ignore[assignment]
+        "model", model, nn.Module, "a torch.nn.Module (wrap a function in a Module, or pass the model)")
+    return checked
+
+
+def check_callable(name: str, value: object, what: str, *, optional: bool = False) -> Any:
+    if (value is None and optional) or callable(value):
+        return value
+    raise ValueError(f"{name} must be {what}{' or None' if optional else ''}, got {value!r:.80}")
+
+
+def tensors(obj: object) -> Iterator[torch.Tensor]:
+    """Every tensor inside ``obj`` (tensors, tuples, lists, dicts, nested)."""
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (tuple, list)):
+        for item in obj:
+            yield from tensors(item)
+    elif isinstance(obj, dict):
+        for item in obj.values():
+            yield from tensors(item)
+
+
+def to_device(obj: Any, device: torch.device) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device)
+    if isinstance(obj, tuple):
+        return tuple(to_device(o, device) for o in obj)
+    if isinstance(obj, list):
+        return [to_device(o, device) for o in obj]
+    if isinstance(obj, dict):
+        return {k: to_device(v, device) for k, v in obj.items()}
+    return obj
+
+
+def check_batch(example: object, what: str = "example_input") -> None:
+    found = list(tensors(example))
+    if not found:
+        raise ValueError(
+            f"{what} holds no tensor (got {type(example).__name__}: {example!r:.80}); "
+            "pass a tensor, a tuple/list of positional inputs, or a dict of keyword inputs"
+        )
+    for t in found:
+        if t.numel() == 0 or (t.dim() > 0 and t.shape[0] == 0):
+            raise ValueError(f"{what} is empty (a tensor of shape {tuple(t.shape)}); pass at least one sample")
+
+
+def resolve_model_device(model: nn.Module, device: "torch.device | str | None") -> torch.device:
+    """``device`` checked against where the model lives (default: the model's device, else the CPU)."""
+    here = model_device(model, default=torch.device("cpu"))
+    if device is None:
+        return here
+    dev = resolve_device(device)  # exists here, or a clear error
+    has_state = any(True for _ in model.parameters()) or any(True for _ in model.buffers())
+    if has_state and (here.type != dev.type or (dev.index is not None and here.index != dev.index)):
+        raise ValueError(
+            f"device: the model's parameters are on {str(here)!r} but device={str(dev)!r}; "
+            f"move the model first (model.to({str(dev)!r})) or leave device=None"
+        )
+    return dev
+
+
+def check_precision(precision: object, device: torch.device) -> Precision:
+    p = parse_precision(precision)  # type: ignore[arg-type]
+    if device.type == "cuda":
+        check_precision_supported(p, device)  # bf16/tf32 need sm_80+
+    elif device.type == "mps" and p is Precision.TF32:
+        raise ValueError("precision 'tf32' is an NVIDIA (Ampere or newer) matmul mode; on 'mps' use 'fp32', "
+                         "'fp16' or 'bf16'")
+    return p
+
+
+def call(model: nn.Module, example: Any) -> Any:
+    if isinstance(example, dict):
+        return model(**example)
+    if isinstance(example, (tuple, list)):
+        return model(*example)
+    return model(example)
+
+
+def dtype_names(obj: object) -> str:
+    seen: list[str] = []
+    for t in tensors(obj):
+        name = str(t.dtype).replace("torch.", "")
+        if name not in seen:
+            seen.append(name)
+    return ", ".join(seen)
+
+
+@contextlib.contextmanager
+def eval_mode(model: nn.Module) -> Iterator[None]:
+    """Eval mode for the block (no BatchNorm statistics updated, no dropout), then restored."""
+    modes = {m: m.training for m in model.modules()}
+    model.eval()
+    try:
+        yield
+    finally:
+        for m, training in modes.items():
+            m.train(training)
+
+
+def module_names(model: nn.Module) -> dict[nn.Module, str]:
+    names: dict[nn.Module, str] = {}
+    for name, mod in model.named_modules(remove_duplicate=False):
+        names.setdefault(mod, name or "(model)")
+    return names
+
+
+def split_batch(batch: Any, what: str = "batch") -> tuple[Any, Any]:
+    if isinstance(batch, (tuple, list)) and len(batch) == 2:
+        return batch[0], batch[1]
+    size = len(batch) if hasattr(batch, "__len__") else "?"
+    raise ValueError(f"{what} must be a pair (inputs, targets), got {type(batch).__name__} of length {size}")
+
+
+def batch_size(x: Any) -> int:
+    t = next(tensors(x))
+    return int(t.shape[0]) if t.dim() else 1
+
+
+@contextlib.contextmanager
+def restored(model: nn.Module, restore: bool) -> Iterator[None]:
+    """Put the model's weights, buffers and modes back after the block (when ``restore``)."""
+    if not restore:
+        yield
+        return
+    state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+    modes = {m: m.training for m in model.modules()}
+    try:
+        yield
+    finally:
+        model.load_state_dict(state)
+        for m, training in modes.items():
+            m.train(training)
+        for prm in model.parameters():
+            prm.grad = None
+
+
+def oom_message(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0][:160] if text else ''}"
+
+
+def default_optimizer(params: Any) -> torch.optim.Optimizer:
+    return torch.optim.Adam(params, lr=1e-3)

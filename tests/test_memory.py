@@ -1,0 +1,260 @@
+"""Tests of fp16lab.memory: tensor-level accounting, the allocator cap, OOM rows, the workload child, snapshots."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from fp16lab import memory as M
+from fp16lab.memory import (
+    MIB,
+    allocator_experiment,
+    fragmentation_workload,
+    memory_cap,
+    run_or_oom,
+    snapshot_summary,
+    track_tensor_memory,
+)
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+N = 256 * 1024  # 1 MiB of float32
+
+
+# ------------------------------------------------------------------ track_tensor_memory
+
+
+def test_out_of_place_chain_holds_two_buffers_in_place_one() -> None:
+    x = torch.randn(N)
+    with track_tensor_memory() as oop:
+        y = ((x * 2) + 1).relu()
+        del y
+    with track_tensor_memory() as inp:
+        y = x.clone()
+        y.mul_(2).add_(1).relu_()
+        del y
+    assert oop.peak_bytes == 2 * x.nbytes and oop.allocated_bytes == 3 * x.nbytes and oop.allocations == 3
+    assert inp.peak_bytes == x.nbytes and inp.allocated_bytes == x.nbytes and inp.allocations == 1
+    assert oop.live_bytes == inp.live_bytes == 0  # everything freed inside the block
+
+
+def test_views_and_inputs_are_not_allocations() -> None:
+    x = torch.randn(64, N // 64)
+    with track_tensor_memory() as t:
+        v = x.view(-1)[: N // 2]
+        x.add_(1)
+        w = x.t()
+    assert t.allocations == 0 and t.peak_bytes == 0
+    del v, w
+
+
+def test_live_bytes_counts_what_outlives_the_block_and_backward_is_seen() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 4))
+    x = torch.randn(128, 64)
+    with track_tensor_memory() as t:
+        loss = F.cross_entropy(model(x), torch.zeros(128, dtype=torch.long))
+        after_forward = t.live_bytes
+        loss.backward()
+    hidden = 128 * 256 * 4
+    # the ReLU output is kept for backward; the Linear output before it is not (ReLU's backward needs its result)
+    assert hidden <= after_forward < 2 * hidden
+    grads = sum(p.grad.nbytes for p in model.parameters())
+    assert t.live_bytes >= grads  # the gradients were created in the block and are alive
+    assert t.peak_bytes >= after_forward + grads // 2
+
+
+def test_as_row_units() -> None:
+    with track_tensor_memory() as t:
+        y = torch.zeros(N)
+    row = t.as_row()
+    assert row["peak_mib"] == pytest.approx(1.0) and row["live_mib"] == pytest.approx(1.0)
+    del y
+
+
+# ------------------------------------------------------------------ memory_cap
+
+
+@pytest.mark.parametrize(
+    ("cap", "usable", "total", "current", "expected"),
+    [
+        (24, 140, 140, 1.0, 24 / 140),  # a big card: capped at 24
+        (24, 23.99, 23.99, 1.0, None),  # a 24 GB card: no cap above the card (the issue-15 crash)
+        (24, 8, 140, 8 / 140, None),  # an 8 GB profile already caps lower: never raised
+        (4, 8, 140, 8 / 140, 4 / 140),  # below a profile: shrinks
+    ],
+)
+def test_cap_fraction_only_shrinks(cap, usable, total, current, expected) -> None:
+    got = M._cap_fraction(int(cap * 2**30), int(usable * 2**30), int(total * 2**30), current)
+    if expected is None:
+        assert got is None
+    else:
+        assert got == pytest.approx(expected) and 0 < got <= 1
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, float("nan"), "24"])
+def test_memory_cap_refuses_bad_gib_before_anything(bad) -> None:
+    with pytest.raises(ValueError, match="gib"), memory_cap(bad):
+        pass
+
+
+@NO_CUDA
+def test_memory_cap_needs_cuda() -> None:
+    with pytest.raises(ValueError, match="CUDA"), memory_cap(24):
+        pass
+
+
+@CUDA
+def test_memory_cap_caps_and_restores() -> None:
+    before = torch.cuda.get_per_process_memory_fraction(0)
+    with memory_cap(1.0) as cap:
+        assert cap == pytest.approx(1.0, rel=1e-3)
+        with pytest.raises(torch.cuda.OutOfMemoryError):
+            torch.empty(2 * 2**30, dtype=torch.uint8, device="cuda")
+    assert torch.cuda.get_per_process_memory_fraction(0) == pytest.approx(before)
+
+
+# ------------------------------------------------------------------ run_or_oom
+
+
+def test_run_or_oom_rows() -> None:
+    ok = run_or_oom(lambda: {"x": 1}, device="cpu", batch=8)
+    assert ok == {"batch": 8, "x": 1, "oom": False}
+
+    def boom() -> dict:
+        raise MemoryError("cannot allocate")
+
+    row = run_or_oom(boom, device="cpu", batch=16)
+    assert row["oom"] is True and row["batch"] == 16 and "cannot allocate" in row["error"]
+
+    def cuda_text() -> dict:
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    assert run_or_oom(cuda_text, device="cpu")["oom"] is True
+
+
+def test_run_or_oom_lets_other_errors_through() -> None:
+    def bug() -> dict:
+        raise RuntimeError("shape mismatch")
+
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        run_or_oom(bug, device="cpu")
+    with pytest.raises(ValueError, match="fn must be"):
+        run_or_oom("not callable", device="cpu")  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ fragmentation workload
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [({"steps": 0}, "steps"), ({"batch": 1}, "batch"), ({"unit_mib": -1.0}, "unit_mib"),
+     ({"empty_cache_every": True}, "empty_cache_every"), ({"layers": (1, 0)}, "layers"), ({"seed": 1.5}, "seed")],
+)
+def test_workload_refuses_bad_arguments(kwargs, name) -> None:
+    with pytest.raises(ValueError, match=name):
+        fragmentation_workload(device="cpu", **kwargs)
+
+
+def test_workload_refuses_the_cpu() -> None:
+    with pytest.raises(ValueError, match="CUDA"):
+        fragmentation_workload(device="cpu")
+
+
+def test_child_env_sets_and_clears_the_setting(monkeypatch) -> None:
+    monkeypatch.setenv(M.ALLOC_CONF_ENV, "max_split_size_mb:128")
+    env = M._child_env(None)
+    assert M.ALLOC_CONF_ENV not in env  # the default allocator, not the parent's setting
+    assert M._child_env("expandable_segments:True")[M.ALLOC_CONF_ENV] == "expandable_segments:True"
+    assert env["PYTHONPATH"].split(__import__("os").pathsep)[0].endswith(str(M.Path(M.__file__).parent.parent.name))
+
+
+@pytest.mark.parametrize("bad", ["", "a\nb", 3])
+def test_allocator_experiment_refuses_bad_conf(bad) -> None:
+    with pytest.raises(ValueError, match="alloc_conf"):
+        allocator_experiment(bad)  # type: ignore[arg-type]
+
+
+@NO_CUDA
+def test_allocator_experiment_child_says_why_it_cannot_run() -> None:
+    with pytest.raises(RuntimeError, match="no CUDA GPU"):
+        allocator_experiment("expandable_segments:True", steps=2, timeout=120)
+
+
+def test_cli_refuses_bad_everies() -> None:
+    with pytest.raises(SystemExit):
+        M.main(["workload", "--empty-cache-every", "x"])
+
+
+@CUDA
+def test_workload_on_the_gpu() -> None:
+    row = fragmentation_workload(steps=6, batch=16, unit_mib=1.0)
+    assert row["peak_reserved_mib"] >= row["peak_allocated_mib"] > 0
+    assert math.isfinite(row["ms_per_step"])
+    every = fragmentation_workload(steps=6, batch=16, unit_mib=1.0, empty_cache_every=1)
+    assert every["segments_allocated"] >= row["segments_allocated"]
+
+
+@CUDA
+def test_allocator_experiment_expandable_on_the_gpu() -> None:
+    table = allocator_experiment("expandable_segments:True", steps=6, batch=16, unit_mib=1.0, empty_cache_every=(0, 1))
+    assert list(table["empty_cache_every"]) == [0, 1] and (~table["oom"]).all()
+
+
+# ------------------------------------------------------------------ snapshots
+
+
+def _block(size: int, state: str, filename: str = "", line: int = 0) -> dict:
+    frames = [{"filename": "/x/site-packages/torch/nn/modules/conv.py", "line": 5, "name": "forward"}]
+    if filename:
+        frames.append({"filename": filename, "line": line, "name": "step"})
+    return {"size": size, "requested_size": size, "address": 0, "state": state, "frames": frames}
+
+
+def test_snapshot_summary_tables() -> None:
+    snap = {
+        "segments": [
+            {"total_size": 20 * MIB, "allocated_size": 12 * MIB, "segment_type": "large", "is_expandable": False,
+             "blocks": [_block(8 * MIB, "active_allocated", "/home/me/model.py", 10),
+                        _block(4 * MIB, "active_allocated", "C:\\work\\model.py", 10),
+                        _block(8 * MIB, "inactive")]},
+            {"total_size": 2 * MIB, "allocated_size": 1 * MIB, "segment_type": "small",
+             "blocks": [_block(1 * MIB, "active_allocated"), _block(1 * MIB, "inactive")]},
+        ],
+        "device_traces": [],
+    }
+    s = snapshot_summary(snap)
+    seg = s.segments.set_index("pool")
+    assert seg.loc["large", "reserved_mib"] == 20 and seg.loc["large", "inactive_mib"] == 8
+    assert seg.loc["small", "segments"] == 1 and s.reserved_mib == 22 and s.inactive_mib == 9
+    top = s.by_frame.iloc[0]
+    assert top["where"] == "model.py:10 (step)" and top["mib"] == 12 and top["blocks"] == 2  # POSIX and Windows paths
+    assert "(no Python frame recorded)" in set(s.by_frame["where"])
+    assert "inactive" in s._repr_html_()
+
+
+def test_snapshot_summary_refuses_other_things() -> None:
+    with pytest.raises(ValueError, match="snapshot"):
+        snapshot_summary({"blocks": []})
+    with pytest.raises(ValueError, match="top"):
+        snapshot_summary({"segments": []}, top=0)
+    empty = snapshot_summary({"segments": []})
+    assert isinstance(empty.segments, pd.DataFrame) and empty.reserved_mib == 0
+
+
+@CUDA
+def test_snapshot_summary_of_a_real_snapshot() -> None:
+    torch.cuda.memory._record_memory_history(max_entries=1000)
+    try:
+        x = torch.empty(8 * MIB, dtype=torch.uint8, device="cuda")
+        snap = torch.cuda.memory._snapshot()
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+    s = snapshot_summary(snap)
+    assert s.by_frame["mib"].sum() >= 8 and "test_memory.py" in s.by_frame.iloc[0]["where"]
+    del x
