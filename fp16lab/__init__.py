@@ -15,6 +15,8 @@ Submodules, by job:
 - ``data``: learnable image data generated locally (nothing is downloaded)
 - ``gpt``, ``lm_data``: a small GPT (KV-cache decoding, FLOPs per token) and a synthetic
   language with a known entropy floor, for the transformer lessons
+- ``fp8``: FP8 on Ada/Hopper: tensorwise/rowwise scaling, which layers to convert, training with
+  ``torchao.float8`` (optional extra), the raw ``torch._scaled_mm`` matmul and its TFLOP/s
 - ``lm``, ``optim``: training and measuring that GPT per precision (excess loss, tokens/s,
   MFU, memory); AdamW for 16-bit weights (Kahan summation or an FP32 master copy)
 - ``train``: the AMP training loop (``fit``): history, evaluation, checkpoints, divergence guard
@@ -54,6 +56,7 @@ __all__ = [
     "device",
     "distributed",
     "env",
+    "fp8",
     "gpt",
     "graphs",
     "hardware",

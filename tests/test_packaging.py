@@ -20,19 +20,22 @@ def _name(req: str) -> str:
     return re.split(r"[<>=!~ \[;]", req.strip(), maxsplit=1)[0].lower().replace("_", "-")
 
 
-def pyproject_packages() -> set[str]:
+def pyproject_packages(extras: tuple[str, ...] = ("dev",)) -> set[str]:
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    reqs = list(data["dependencies"]) + list(data["optional-dependencies"]["dev"])
+    reqs = list(data["dependencies"])
+    for extra in extras:
+        reqs += list(data["optional-dependencies"][extra])
     return {_name(r) for r in reqs}
 
 
 def environment_packages() -> set[str]:
+    """Conda packages (as PyPI names) and the pip section's packages (PyPI-only ones such as torchao)."""
     names, in_deps = set(), False
     for line in (ROOT / "environment.yml").read_text().splitlines():
         if line.startswith("dependencies:"):
             in_deps = True
             continue
-        m = re.match(r"^  - ([A-Za-z0-9_.\-]+)", line)
+        m = re.match(r"^  - ([A-Za-z0-9_.\-]+)", line) or re.match(r"^      - ([A-Za-z][A-Za-z0-9_.\-]*)", line)
         if in_deps and m and not line.strip().startswith("- pip:"):
             names.add(CONDA_TO_PIP.get(m.group(1).lower(), m.group(1).lower()))
     return names - CONDA_ONLY
@@ -41,6 +44,13 @@ def environment_packages() -> set[str]:
 def test_same_packages_in_both_files():
     py, conda = pyproject_packages(), environment_packages()
     assert py == conda, f"only in pyproject: {sorted(py - conda)}; only in environment.yml: {sorted(conda - py)}"
+
+
+def test_every_optional_extra_is_in_the_conda_environment():
+    extras = tuple(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    assert "fp8" in extras  # lesson 09's torchao
+    missing = pyproject_packages(extras) - environment_packages()
+    assert not missing, f"extras not installed by environment.yml: {sorted(missing)}"
 
 
 def test_environment_installs_this_repo():
