@@ -3,7 +3,8 @@
 Learners: ``doctor`` (is this machine ready?), ``lab`` (JupyterLab on your own copies of the
 lessons), ``workspace`` (make or reset those copies), ``bench`` (the article's ResNet50 table
 on your GPU), ``distributed`` (lesson 10's experiments on several GPUs). Authors and instructors: ``outputs`` (run and stamp lessons), ``workshop``
-(student copies, agenda, proofs of the exercises). ``python -m fp16lab COMMAND --help`` for each.
+(student copies, agenda, proofs of the exercises), ``portability`` (every lesson under each
+hardware profile: ``results/portability.json``). ``python -m fp16lab COMMAND --help`` for each.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ SUBCOMMANDS: list[tuple[str, Callable[[SubParsers[argparse.ArgumentParser]], Non
     ("distributed", _add_distributed),
     ("outputs", _add_course("outputs")),
     ("workshop", _add_course("workshop")),
+    ("portability", _add_course("portability")),
 ]
 
 

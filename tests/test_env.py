@@ -166,3 +166,21 @@ def test_fix_text_renders_backticks_as_code(fake_gpu):
     fake_gpu("none")
     html = report()._repr_html_()
     assert "<code>nvidia-smi</code>" in html and "`nvidia-smi`" not in html
+
+
+def test_missing_lab_packages_warn_but_do_not_fail(monkeypatch, fake_gpu):
+    import importlib.metadata as md
+
+    fake_gpu("none")
+    real = md.version
+
+    def version(name):
+        if name in ("jupyterlab", "ipywidgets"):
+            raise md.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(md, "version", version)
+    r = report()
+    assert r.ok  # a headless runner (nbclient, VS Code) needs neither
+    for pkg in ("jupyterlab", "ipywidgets"):
+        assert r[pkg].status is Status.WARN and f"pip install {pkg}" in r[pkg].fix

@@ -1,0 +1,259 @@
+"""The portability matrix: every lesson run under every hardware profile, recorded with its code digest.
+
+A hardware profile (:mod:`fp16lab.hardware`) makes the reference GPU report a smaller card's
+facts and caps its memory, so a lesson takes that card's code path in that card's memory.
+``python -m fp16lab portability run`` executes lessons under profiles on a *copy* (the
+committed lessons are never touched), in a profile smoke run (``FP16LAB_SMOKE=1``: full
+sizes and code paths, fewer steps and repeats), and records one row per lesson and profile
+in ``results/portability.json``: the lesson's file stem, the digest of its code cells (the
+same digest its outputs stamp records, so a row is tied to the code it ran), the profile,
+passed/failed, seconds, the real device and the torch version.
+``python -m fp16lab portability table`` prints the matrix as the instructor guide shows it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from fp16lab.checks import positive_int
+from fp16lab.course import paths
+from fp16lab.course.outputs import code_digest
+
+__all__ = ["PROFILE_KEYS", "matrix_path", "load_matrix", "record", "run_one", "run_matrix", "matrix_table",
+           "add_parser", "configure", "main"]
+
+PROFILE_KEYS = ("none", "rtx4090d", "rtx3060", "rtx4060-laptop", "t4", "a100-40gb")
+COLUMNS = ("lesson", "profile", "status", "seconds", "code_sha256", "device", "torch", "mode", "date", "error")
+
+
+def matrix_path() -> Path:
+    """``results/portability.json`` in the repository."""
+    return paths.repo_root() / "results" / "portability.json"
+
+
+def load_matrix(path: "str | os.PathLike[str] | None" = None) -> pd.DataFrame:
+    """The recorded rows (an empty table with the columns when nothing is recorded yet)."""
+    p = Path(path) if path is not None else matrix_path()
+    if not p.exists():
+        return pd.DataFrame(columns=list(COLUMNS))
+    payload = json.loads(p.read_text(encoding="utf-8"))
+    if not isinstance(payload, dict) or not isinstance(payload.get("rows"), list):
+        raise ValueError(f"{str(p)!r} is not a portability matrix (needs a 'rows' list)")
+    return pd.DataFrame(payload["rows"], columns=list(COLUMNS))
+
+
+def record(rows: Sequence[dict[str, Any]], path: "str | os.PathLike[str] | None" = None) -> Path:
+    """Add ``rows`` to the matrix, replacing earlier rows of the same lesson and profile."""
+    p = Path(path) if path is not None else matrix_path()
+    old = load_matrix(p)
+    new = pd.DataFrame(list(rows), columns=list(COLUMNS))
+    keys = set(zip(new["lesson"], new["profile"], strict=True))
+    keep = old[[(lesson, prof) not in keys for lesson, prof in zip(old["lesson"], old["profile"], strict=True)]]
+    merged = pd.concat([keep, new], ignore_index=True) if len(keep) else new
+    merged = merged.sort_values(["lesson", "profile"], key=_profile_order).reset_index(drop=True)
+    payload = {
+        "metadata": {"what": "lessons x hardware profiles; see fp16lab.course.portability"},
+        "rows": json.loads(merged.to_json(orient="records")),
+    }
+    tmp = p.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, p)
+    return p
+
+
+def _profile_order(col: pd.Series) -> pd.Series:
+    if col.name == "profile":
+        return col.map(lambda v: PROFILE_KEYS.index(v) if v in PROFILE_KEYS else len(PROFILE_KEYS))
+    return col
+
+
+def _check_profile(profile: str) -> str:
+    if profile not in PROFILE_KEYS:
+        raise ValueError(f"unknown profile {profile!r}; known: {', '.join(PROFILE_KEYS)}")
+    return profile
+
+
+def run_one(lesson: "str | Path", profile: str, *, smoke: bool = True, timeout: int = 900) -> dict[str, Any]:
+    """Execute a copy of ``lesson`` under ``profile`` in a fresh process; return its matrix row."""
+    import nbformat
+
+    src = Path(lesson)
+    if not src.is_file():
+        raise ValueError(f"lesson {str(lesson)!r} is not a notebook file")
+    _check_profile(profile)
+    nb = nbformat.read(src, as_version=4)
+    env = dict(os.environ, FP16LAB_QUICK="0", PYTHONUNBUFFERED="1")
+    env.pop("FP16LAB_REFERENCE_RUN", None)  # a profile run never writes the committed results
+    env["FP16LAB_PROFILE"] = "" if profile == "none" else profile
+    env["FP16LAB_SMOKE"] = "1" if smoke else "0"
+    with tempfile.TemporaryDirectory(prefix=f"fp16lab-{src.stem}-{profile}-") as tmp:
+        copy = Path(tmp) / src.name
+        shutil.copy2(src, copy)
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, "-m", "fp16lab.course.portability", "_execute", str(copy), str(timeout)],
+            env=env, capture_output=True, text=True, timeout=timeout + 120, check=False,
+        )
+        seconds = time.perf_counter() - t0
+    meta = _last_json(proc.stdout)
+    error = "" if proc.returncode == 0 else (meta.get("error") or proc.stderr.strip().splitlines()[-1:] or ["?"])
+    return {
+        "lesson": src.stem,
+        "profile": profile,
+        "status": "passed" if proc.returncode == 0 else "failed",
+        "seconds": round(seconds, 1),
+        "code_sha256": code_digest(nb),
+        "device": meta.get("device", ""),
+        "torch": meta.get("torch", ""),
+        "mode": "full-smoke" if smoke else "full",
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d"),
+        "error": error if isinstance(error, str) else str(error[0])[:300],
+    }
+
+
+def _last_json(text: str) -> dict[str, Any]:
+    for line in reversed(text.strip().splitlines()):
+        if line.startswith("{"):
+            try:
+                return dict(json.loads(line))
+            except ValueError:
+                continue
+    return {}
+
+
+def _execute(copy: str, timeout: int) -> int:
+    """In the child process: run the notebook copy; print one JSON line with device and error."""
+    import nbformat
+    import torch
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    from fp16lab.hardware import gpu_facts
+
+    nb = nbformat.read(copy, as_version=4)
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(Path(copy).parent)}})
+    facts = gpu_facts()
+    info = {"torch": torch.__version__, "device": facts.real_name if facts else "CPU"}
+    try:
+        client.execute()
+    except CellExecutionError as exc:
+        lines = [ln for ln in str(exc).splitlines() if ln.strip()]
+        info["error"] = (lines[-1] if lines else "cell failed")[:300]
+        print(json.dumps(info))
+        return 1
+    print(json.dumps(info))
+    return 0
+
+
+def run_matrix(
+    lessons: Sequence["str | Path"], profiles: Sequence[str] = PROFILE_KEYS[1:], *,
+    smoke: bool = True, jobs: int = 1, timeout: int = 900, save: bool = True,
+) -> pd.DataFrame:
+    """Run every lesson under every profile (``jobs`` at a time) and record the rows as they finish."""
+    if not lessons:
+        raise ValueError("lessons is empty; give notebook paths such as notebooks/00_setup_and_verify.ipynb")
+    for p in profiles:
+        _check_profile(p)
+    jobs = positive_int("jobs", jobs)
+    timeout = positive_int("timeout", timeout)
+    for lesson in lessons:
+        if not Path(lesson).is_file():
+            raise ValueError(f"lesson {str(lesson)!r} is not a notebook file")
+    work = [(Path(lesson), p) for lesson in lessons for p in profiles]
+    rows: list[dict[str, Any]] = []
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for row in pool.map(lambda lp: run_one(lp[0], lp[1], smoke=smoke, timeout=timeout), work):
+            rows.append(row)
+            print(f"{row['lesson']:<32} {row['profile']:<15} {row['status']:<7} {row['seconds']:>6.1f} s "
+                  f"{row['error']}", flush=True)
+            if save:
+                record([row])
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def matrix_table(frame: pd.DataFrame | None = None, lessons: Sequence["str | Path"] | None = None) -> str:
+    """The matrix as markdown: one row per lesson, one column per profile; a stale row says so."""
+    import nbformat
+
+    m = load_matrix() if frame is None else frame
+    files = [Path(x) for x in lessons] if lessons is not None else paths.lessons()
+    digests = {f.stem: code_digest(nbformat.read(f, as_version=4)) for f in files}
+    head = "| lesson | " + " | ".join(PROFILE_KEYS) + " |"
+    lines = [head, "|" + "---|" * (len(PROFILE_KEYS) + 1)]
+    for stem, digest in digests.items():
+        cells = []
+        for prof in PROFILE_KEYS:
+            hit = m[(m["lesson"] == stem) & (m["profile"] == prof)]
+            if hit.empty:
+                cells.append("not run")
+                continue
+            r = hit.iloc[-1]
+            mark = "passed" if r["status"] == "passed" else "**failed**"
+            if r["code_sha256"] != digest:
+                mark += " (older code)"
+            cells.append(f"{mark}, {float(r['seconds']):.0f} s")
+        lines.append(f"| {stem} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """Register ``portability`` as a subcommand of ``python -m fp16lab``."""
+    p = sub.add_parser("portability", help="run lessons under hardware profiles; the matrix in results/",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    configure(p)
+
+
+def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Sub-commands ``run`` and ``table`` (``python -m fp16lab portability ...``)."""
+    sub = parser.add_subparsers(dest="portability_command", required=True)
+    r = sub.add_parser("run", help="run lessons under hardware profiles on a CUDA GPU and record the rows")
+    r.add_argument("lessons", nargs="+", help="lesson notebooks")
+    r.add_argument("--profiles", nargs="+", default=list(PROFILE_KEYS[1:]), choices=PROFILE_KEYS,
+                   help="profiles to run (default: all but 'none')")
+    r.add_argument("--full", action="store_true", help="full steps instead of a profile smoke run")
+    r.add_argument("--jobs", type=int, default=1, help="lessons run at once (default 1)")
+    r.add_argument("--timeout", type=int, default=900, help="seconds a cell (default 900)")
+    r.set_defaults(func=lambda a: _cli_run(a))
+    t = sub.add_parser("table", help="print the matrix as markdown")
+    t.set_defaults(func=lambda a: print(matrix_table()) or 0)
+    return parser
+
+
+def _cli_run(args: argparse.Namespace) -> int:
+    import torch
+
+    if not torch.cuda.is_available():
+        print("error: hardware profiles emulate a card on a real CUDA GPU; none is visible here", file=sys.stderr)
+        return 2
+    frame = run_matrix(args.lessons, args.profiles, smoke=not args.full, jobs=args.jobs, timeout=args.timeout)
+    return 0 if (frame["status"] == "passed").all() else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m fp16lab.course.portability`` (the ``_execute`` form is the child process)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["_execute"]:
+        return _execute(argv[1], int(argv[2]))
+    parser = configure(argparse.ArgumentParser(prog="python -m fp16lab portability", description=__doc__,
+                                               formatter_class=argparse.RawDescriptionHelpFormatter))
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
