@@ -13,6 +13,8 @@ the tools around the lessons, each reachable from ``python -m fp16lab <command>`
 - ``lab``: start JupyterLab for a learner on that workspace (``lab``); ``labserver`` is the
   server-side part that keeps the reference lessons read-only
 - ``prose``: checks on lesson markdown (measured-looking numbers, "next lesson" links)
+- ``portability``: every lesson under each hardware profile on a GPU, recorded in
+  ``results/portability.json`` (``portability``)
 
 Nothing here imports torch at import time.
 """
@@ -23,6 +25,7 @@ __all__ = [
     "labserver",
     "outputs",
     "paths",
+    "portability",
     "prose",
     "student",
     "verify",

@@ -34,7 +34,7 @@ from fp16lab.course import paths
 from fp16lab.course.outputs import code_digest
 
 __all__ = ["PROFILE_KEYS", "matrix_path", "load_matrix", "record", "run_one", "run_matrix", "matrix_table",
-           "add_parser", "configure", "main"]
+           "update_guide", "add_parser", "configure", "main"]
 
 PROFILE_KEYS = ("none", "rtx4090d", "rtx3060", "rtx4060-laptop", "t4", "a100-40gb")
 COLUMNS = ("lesson", "profile", "status", "seconds", "code_sha256", "device", "torch", "mode", "date", "error")
@@ -211,6 +211,25 @@ def matrix_table(frame: pd.DataFrame | None = None, lessons: Sequence["str | Pat
     return "\n".join(lines)
 
 
+GUIDE_START = "<!-- portability:start -->"
+GUIDE_END = "<!-- portability:end -->"
+
+
+def update_guide(guide: "str | os.PathLike[str] | None" = None) -> bool:
+    """Write :func:`matrix_table` between the markers of the instructor guide; True when it changed."""
+    p = Path(guide) if guide is not None else paths.instructors_guide()
+    text = p.read_text(encoding="utf-8")
+    if GUIDE_START not in text or GUIDE_END not in text:
+        raise ValueError(f"{str(p)!r} has no {GUIDE_START} ... {GUIDE_END} block for the matrix")
+    head, rest = text.split(GUIDE_START, 1)
+    _, tail = rest.split(GUIDE_END, 1)
+    new = f"{head}{GUIDE_START}\n{matrix_table()}\n{GUIDE_END}{tail}"
+    if new == text:
+        return False
+    p.write_text(new, encoding="utf-8")
+    return True
+
+
 def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """Register ``portability`` as a subcommand of ``python -m fp16lab``."""
     p = sub.add_parser("portability", help="run lessons under hardware profiles; the matrix in results/",
@@ -229,9 +248,18 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     r.add_argument("--jobs", type=int, default=1, help="lessons run at once (default 1)")
     r.add_argument("--timeout", type=int, default=900, help="seconds a cell (default 900)")
     r.set_defaults(func=lambda a: _cli_run(a))
-    t = sub.add_parser("table", help="print the matrix as markdown")
-    t.set_defaults(func=lambda a: print(matrix_table()) or 0)
+    t = sub.add_parser("table", help="print the matrix as markdown (--write: into the instructor guide)")
+    t.add_argument("--write", action="store_true", help="update the matrix in notebooks/INSTRUCTORS.md")
+    t.set_defaults(func=_cli_table)
     return parser
+
+
+def _cli_table(args: argparse.Namespace) -> int:
+    if args.write:
+        print("updated the instructor guide" if update_guide() else "the instructor guide is up to date")
+    else:
+        print(matrix_table())
+    return 0
 
 
 def _cli_run(args: argparse.Namespace) -> int:
