@@ -1,19 +1,27 @@
-"""The README's benchmark table is the one the committed results file produces."""
+"""The README's measured tables are the ones the committed results files produce (no typed numbers)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from fp16lab.bench import readme_section
+from fp16lab.course.readme import targets_table
 
 ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
 
 
-def test_readme_table_comes_from_the_results_file():
-    section = readme_section(ROOT / "results" / "bench_resnet50_h200.json")
-    readme = (ROOT / "README.md").read_text()
-    table = [line for line in section.splitlines() if line.startswith("|")]
+def test_readme_benchmark_comes_from_the_reference_run(monkeypatch):
+    monkeypatch.chdir(ROOT)  # the section names its source relative to the repository
+    section = readme_section("results/bench_live.json", "results/bench_live.png")
+    table = [line for line in section.splitlines() if line.startswith(("|", "**", "!["))]
     assert len(table) >= 10
     for line in table:
-        assert line in readme, f"README is out of date with results/bench_resnet50_h200.json: {line}"
-    assert (ROOT / "results" / "bench_resnet50_h200.png").exists()
+        assert line in README, f"README is out of date with results/bench_live.json: {line}"
+    assert (ROOT / "results" / "bench_live.png").exists()
+    assert "H200" in section.splitlines()[0]  # the reference is a GPU run
+
+
+def test_readme_targets_table_comes_from_the_results_files():
+    for line in targets_table().splitlines():
+        assert line in README, f"README is out of date with the results/*_targets.json files: {line}"

@@ -13,6 +13,7 @@ the tools around the lessons, each reachable from ``python -m fp16lab <command>`
 - ``lab``: start JupyterLab for a learner on that workspace (``lab``); ``labserver`` is the
   server-side part that keeps the reference lessons read-only
 - ``prose``: checks on lesson markdown (measured-looking numbers, "next lesson" links)
+- ``readme``: README tables generated from committed results (targets of the newer lessons)
 - ``portability``: every lesson under each hardware profile on a GPU, recorded in
   ``results/portability.json`` (``portability``)
 
@@ -27,6 +28,7 @@ __all__ = [
     "paths",
     "portability",
     "prose",
+    "readme",
     "student",
     "verify",
     "workshop",
