@@ -596,15 +596,9 @@ def test_cli_reference_plan_is_the_documented_one():
 
 
 def test_cli_entry_is_registered():
-    import argparse
+    from fp16lab.__main__ import build_parser
 
-    from fp16lab.__main__ import SUBCOMMANDS
-
-    parser = argparse.ArgumentParser()
-    sub = parser.add_subparsers(dest="command")
-    for add in SUBCOMMANDS:
-        add(sub)
-    args = parser.parse_args(["bench", "--configs", RECOMMENDED, "--sweep", "--repeat"])
+    args = build_parser().parse_args(["bench", "--configs", RECOMMENDED, "--sweep", "--repeat"])
     assert args.configs == [RECOMMENDED] and args.sweep == [] and args.repeat == []
 
 

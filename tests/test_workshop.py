@@ -174,7 +174,7 @@ def test_verify_catches_bad_checks(tmp_path, check, why):
 
 
 def test_plain_nbval_passes_a_student_copy(tmp_path):
-    """nbval runs notebooks/student/ too: the expected AssertionError must not fail it."""
+    """An instructor may run a student copy under plain nbval: the expected AssertionError must not fail it."""
     lesson = _write(_lesson(), tmp_path)
     (handout,) = student.write_student_copies([lesson], tmp_path / "student")
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -143,8 +144,12 @@ def test_lab_command_is_localhost_with_a_token_and_read_only_reference(tmp_path)
 def test_make_lab_runs_the_lab_command():
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
-    out = subprocess.run(["make", "-n", "lab"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    assert "-m fp16lab lab" in out.splitlines()[-1]
+    # under CI's own `make test` the child make inherits MAKEFLAGS/MAKELEVEL and prints directory lines
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    out = subprocess.run(["make", "--no-print-directory", "-n", "lab"], cwd=ROOT, capture_output=True,
+                         text=True, check=True, env=env).stdout
+    commands = [line for line in out.splitlines() if line.strip() and not line.startswith("make")]
+    assert "-m fp16lab lab" in commands[-1], out
     dry = subprocess.run([sys.executable, "-m", "fp16lab", "lab", "--dry-run"], cwd=ROOT, capture_output=True,
                          text=True, timeout=120)
     assert dry.returncode == 0 and "--ServerApp.ip=127.0.0.1" in dry.stdout, dry.stdout + dry.stderr
