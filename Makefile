@@ -46,7 +46,7 @@ browser:
 
 # The whole gate (CI runs this): lint, types, unit tests and every notebook.
 test: setup browser lint types
-	@echo "==> running the tests: unit tests, every lesson and student copy (nbval), JupyterLab in a browser"
+	@echo "==> running the tests: unit tests (every student copy run and its exercises proved), every lesson (nbval), JupyterLab in a browser"
 	$(BIN)/python -m pytest
 
 # The fast lane for day-to-day work: lint, types and the unit tests, no notebooks.
