@@ -149,7 +149,7 @@ def _capability(value: object, name: str = "capability") -> tuple[int, int]:
     ok = (
         isinstance(value, tuple)
         and len(value) == 2
-        and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 0 for v in value)
+        and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and int(v) >= 0 for v in value)
     )
     if not ok:
         raise ValueError(f"{name} must be a (major, minor) tuple of ints such as (8, 9), got {value!r}")

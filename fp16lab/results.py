@@ -158,7 +158,7 @@ def load_results(path: "str | os.PathLike[str]") -> tuple[pd.DataFrame, dict[str
     """Read a file written by :func:`save_results`: (table, metadata)."""
     p = _check_path(path)
     if p.is_dir():
-        raise ValueError(f"path {str(p)!r} is a folder, not a results file (.json)")
+        raise FileNotFoundError(f"path {str(p)!r} is a folder, not a results file (.json)")
     if not p.is_file():
         raise FileNotFoundError(f"no results file at {str(p)!r}")
     try:
