@@ -546,7 +546,7 @@ def test_pad_layers_refuses_aligned_layers_and_the_inside_of_a_padded_one() -> N
             pad_layers(model, name)
     with pytest.raises(ValueError, match="names: '0' has 8 outputs"):
         pad_layers(model, ["2", "0"])  # refused as a whole: '2' is not padded either
-    assert isinstance(model[2], nn.Linear) and all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert isinstance(model[2], nn.Linear) and all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
     pad_layers(model, "2")
     with pytest.raises(ValueError, match="'2.inner' is the inside of the padded layer '2'"):
         pad_layers(model, "2.inner")

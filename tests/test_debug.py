@@ -453,7 +453,7 @@ def test_max_batch_size_refuses_a_make_batch_of_the_wrong_size() -> None:
     before = [p.detach().clone() for p in model.parameters()]
     with pytest.raises(ValueError, match=r"make_batch\(1\) returned inputs of 3 samples; it must return n=1"):
         max_batch_size(model, lambda n: (torch.randn(3, 16), torch.zeros(3, dtype=torch.long)), "fp32", limit=8)
-    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
 
 
 @pytest.mark.parametrize("tool", [dtype_trace, first_nonfinite])
