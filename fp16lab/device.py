@@ -73,6 +73,8 @@ def resolve_device(value: "torch.device | str | None" = None, *, name: str = "de
             raise ValueError(f"{name} {str(value)!r}: this machine has {count} CUDA GPU(s), indices 0..{count - 1}")
     elif dev.type == "mps" and not mps_available():
         raise ValueError(f"{name} {str(value)!r} requested but Apple MPS is not available here; use 'cpu'")
+    if dev.type in ("cpu", "mps") and dev.index not in (None, 0):
+        raise ValueError(f"{name} {str(value)!r}: there is one {dev.type} device, index 0; use {dev.type!r}")
     return dev
 
 

@@ -41,7 +41,11 @@ def test_resolve_device_says_what_is_missing(fake_gpu):
     with pytest.raises(ValueError, match="MPS is not available"):
         resolve_device("mps")
     assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device("cpu:0") == torch.device("cpu:0")
     assert resolve_device(None) == torch.device("cpu")
+    for dev in ("cpu:1", torch.device("cpu", 3)):
+        with pytest.raises(ValueError, match=r"device 'cpu:\d': there is one cpu device, index 0"):
+            resolve_device(dev)
     fake_gpu("hopper")
     with pytest.raises(ValueError, match="1 CUDA GPU"):
         resolve_device("cuda:2")
