@@ -14,7 +14,8 @@ cast's overflow behaviour, which changed between PyTorch releases).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import numbers
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -44,7 +45,17 @@ def _float_tensor(name: str, x: object) -> torch.Tensor:
         raise ValueError(f"{name} must be a non-empty floating-point tensor of 1 or more dimensions, got {_what(x)}")
     if x.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
         raise ValueError(f"{name} is already FP8 ({x.dtype}); give the high-precision tensor")
+    if not bool(torch.isfinite(x).all()):  # an inf amax makes the scale 0: every value would become 0 or NaN
+        raise ValueError(f"{name} holds {int((~torch.isfinite(x)).sum())} inf/NaN values; amax scaling needs finite "
+                         "values (find where they come from with fp16lab.debug.first_nonfinite)")
     return x
+
+
+def _names(name: str, values: object, allowed: "Sequence[str]", parse: "Callable[[object], str]") -> list[str]:
+    if isinstance(values, str) or not isinstance(values, (tuple, list)) or not values:
+        raise ValueError(f"{name} must be a non-empty list of names from {', '.join(map(repr, allowed))}, "
+                         f"got {values!r}")
+    return [parse(v) for v in values]
 
 
 def _what(x: object) -> str:
@@ -69,9 +80,9 @@ def amax_scale(amax: "torch.Tensor | float", fmt: str = "fp8_e4m3", *, power_of_
     """
     info = format_info(_fp8_format(fmt))
     boolean("power_of_2", power_of_2)
-    if isinstance(amax, bool) or not isinstance(amax, (int, float, torch.Tensor)):
+    if isinstance(amax, bool) or not isinstance(amax, (numbers.Real, torch.Tensor)):
         raise ValueError(f"amax must be a number or a tensor of them, got {_what(amax)}")
-    t = torch.as_tensor(amax, dtype=torch.float32)
+    t = torch.as_tensor(amax if isinstance(amax, torch.Tensor) else float(amax), dtype=torch.float32)
     if not torch.isfinite(t).all() or (t < 0).any():
         raise ValueError(f"amax must be finite and >= 0 (a largest magnitude), got {amax!r}")
     return _scale(t, info.max, power_of_2)
@@ -163,11 +174,12 @@ def scaling_table(
     """
     if not isinstance(tensors, Mapping) or not tensors:
         raise ValueError(f"tensors must be a non-empty mapping of name -> tensor, got {_what(tensors)}")
-    fmt_list = [_fp8_format(f) for f in fmts]
-    gran_list = [one_of("granularities", g, GRANULARITIES) for g in granularities]
-    if not fmt_list or not gran_list:
-        raise ValueError("fmts and granularities must each name at least one entry")
-    items = {str(k): _float_tensor(f"tensors[{k!r}]", v) for k, v in tensors.items()}
+    bad_keys = [k for k in tensors if not isinstance(k, str) or not k]
+    if bad_keys:
+        raise ValueError(f"tensors must map names (non-empty strings) to tensors; got keys {bad_keys!r}")
+    fmt_list = _names("fmts", fmts, FP8_FORMATS, _fp8_format)
+    gran_list = _names("granularities", granularities, GRANULARITIES, lambda g: one_of("granularities", g, GRANULARITIES))
+    items = {k: _float_tensor(f"tensors[{k!r}]", v) for k, v in tensors.items()}
     rows = []
     for name, x in items.items():
         row_amax = x.detach().reshape(-1, x.shape[-1]).abs().amax(dim=1).float()
