@@ -280,6 +280,10 @@ def _check_call(task: Callable[..., Any], kwargs: dict[str, Any]) -> None:
     """``task(ctx, **kwargs)`` must bind, and ``kwargs`` must pickle: checked before any rank is asked."""
     qual = getattr(task, "__qualname__", repr(task))
     try:
+        pickle.dumps(kwargs)
+    except Exception as exc:
+        raise ValueError(f"the arguments of task {qual!r} cannot be pickled: {exc}") from None
+    try:
         sig = inspect.signature(task)
     except (TypeError, ValueError):  # a builtin without a signature: nothing to check
         sig = None
@@ -289,10 +293,6 @@ def _check_call(task: Callable[..., Any], kwargs: dict[str, Any]) -> None:
         except TypeError as exc:
             raise ValueError(f"task {qual!r} cannot be called as task(ctx, **kwargs) with the keyword arguments "
                              f"{sorted(kwargs)}: {exc} (its signature: {sig})") from None
-    try:
-        pickle.dumps(kwargs)
-    except Exception as exc:
-        raise ValueError(f"the arguments of task {qual!r} cannot be pickled: {exc}") from None
 
 
 def _check_preload(preload: object) -> tuple[str, ...]:
