@@ -19,6 +19,8 @@ __all__ = [
     "one_of",
     "boolean",
     "instance",
+    "integer_tensor",
+    "values_readable",
 ]
 
 T = TypeVar("T")
@@ -68,6 +70,44 @@ def instance(name: str, value: T, types: "type | tuple[type, ...]", what: str) -
     if isinstance(value, types) and not (isinstance(value, bool) and bool not in _as_tuple(types)):
         return value
     raise ValueError(f"{name} must be {what}, got {_short(value)}")
+
+
+def values_readable(t: Any) -> bool:
+    """True when reading ``t``'s values is free: a CPU tensor in eager mode (no device sync, no graph break).
+
+    Validators check value ranges only then; on a GPU, inside ``torch.compile`` or a CUDA-graph
+    capture they check types and shapes only, so that a hot loop keeps running ahead.
+    """
+    import torch
+
+    return t.device.type == "cpu" and not torch.compiler.is_compiling()
+
+
+def integer_tensor(name: str, value: object, *, dims: "int | None" = None, dtypes: "tuple | None" = None,
+                   high: "int | None" = None, shape: str = "", check_values: "bool | None" = None) -> Any:
+    """``value`` when it is a tensor of integer ids: not float/bool/complex, ``dims`` dimensions, in ``[0, high)``.
+
+    ``dtypes`` (default: any integer dtype) narrows the allowed dtypes; ``shape`` words the
+    expected shape in the message (e.g. ``"(batch, seq_len)"``). The range is read only when
+    ``check_values`` is True, or when it is None (default) and :func:`values_readable` holds.
+    """
+    import torch
+
+    if not isinstance(value, torch.Tensor):
+        raise ValueError(f"{name} must be a tensor of integer ids{' ' + shape if shape else ''}, got {_short(value)}")
+    allowed = dtypes or (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+    if value.dtype not in allowed:
+        names = ", ".join(str(d).replace("torch.", "") for d in allowed)
+        raise ValueError(f"{name} must hold integer ids ({names}), got dtype {str(value.dtype).replace('torch.', '')}")
+    if dims is not None and value.dim() != dims:
+        raise ValueError(f"{name} must have {dims} dimension(s){' ' + shape if shape else ''}, got shape {tuple(value.shape)}")
+    read = values_readable(value) if check_values is None else check_values
+    if high is not None and read and value.numel():
+        lo, hi = int(value.min()), int(value.max())
+        if lo < 0 or hi >= high:
+            bad = lo if lo < 0 else hi
+            raise ValueError(f"{name} holds {bad}, outside the allowed 0 .. {high - 1}")
+    return value
 
 
 def _as_tuple(types: "type | tuple[type, ...]") -> tuple[type, ...]:

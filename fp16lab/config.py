@@ -14,6 +14,8 @@ in minutes; lessons pass ``smoke=`` to :func:`pick` for step counts and repeats 
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -126,8 +128,8 @@ def pick_for_memory(quick: T, full: Mapping[float, T]) -> T:
     if not isinstance(full, Mapping) or not full:
         raise ValueError(f"full must be a non-empty mapping of GiB -> value, got {full!r}")
     for key in full:
-        if isinstance(key, bool) or not isinstance(key, (int, float)) or key < 0:
-            raise ValueError(f"full's keys must be GiB numbers >= 0, got {key!r}")
+        if isinstance(key, bool) or not isinstance(key, numbers.Real) or not math.isfinite(key) or key < 0:
+            raise ValueError(f"full's keys must be finite GiB numbers >= 0, got {key!r}")
     if is_quick():
         return quick
     from fp16lab.hardware import usable_memory_gib

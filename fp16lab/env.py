@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from fp16lab.checks import non_negative_int
-from fp16lab.device import choose_device, mps_available, parse_device
+from fp16lab.device import mps_available, resolve_device
 from fp16lab.hardware import PROFILE_ENV, active_profile, chip_features, gpu_facts
 from fp16lab.precision import tf32_state
 
@@ -160,7 +160,7 @@ def run_metadata(device: "torch.device | str | None" = None) -> dict[str, Any]:
     Under a hardware profile, ``device`` is the profile's GPU and ``real_device`` the chip
     that really ran: speeds are always the real chip's.
     """
-    dev = choose_device() if device is None else parse_device(device)
+    dev = resolve_device(device)
     facts = gpu_facts(dev) if dev.type == "cuda" else None
     from fp16lab.config import mode
 

@@ -16,14 +16,15 @@ context, ``d`` the width. Attention's ``QKᵀ`` and ``PV`` count in full (no cau
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from typing import cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from fp16lab.checks import boolean, instance, positive_float, positive_int
+from fp16lab.checks import boolean, instance, integer_tensor, positive_float, positive_int
 
 __all__ = ["GPTConfig", "GPT", "PRESETS", "preset", "lm_loss", "param_count", "matmul_params",
            "flops_per_token", "kv_cache_bytes"]  # fmt: skip
@@ -50,11 +51,12 @@ class GPTConfig:
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "seq_len", "mlp_ratio", "vocab_multiple"):
-            positive_int(name, getattr(self, name))
+            object.__setattr__(self, name, positive_int(name, getattr(self, name)))  # numpy ints stored as int
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model must be a multiple of n_heads={self.n_heads}, got {self.d_model!r}")
         if positive_float("dropout", self.dropout, allow_zero=True) >= 1.0:
             raise ValueError(f"dropout must be a number in [0, 1), got {self.dropout!r}")
+        object.__setattr__(self, "dropout", float(self.dropout))
         boolean("bias", self.bias)
         boolean("tie_weights", self.tie_weights)
 
@@ -84,19 +86,45 @@ PRESETS: dict[str, GPTConfig] = {
 
 def preset(name: str, **overrides: object) -> GPTConfig:
     """The :data:`PRESETS` entry ``name`` with ``overrides`` applied (validated like any config)."""
-    if name not in PRESETS:
+    if not isinstance(name, str) or name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; allowed: {', '.join(map(repr, PRESETS))}")
+    allowed = [f.name for f in fields(GPTConfig) if f.init]
+    unknown = [k for k in overrides if k not in allowed]
+    if unknown:
+        raise ValueError(f"preset {name!r}: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}")
     return replace(PRESETS[name], **overrides)  # type: ignore[arg-type]
+
+
+def _config(cfg: object) -> GPTConfig:
+    return cast(GPTConfig, instance("cfg", cfg, GPTConfig, "a GPTConfig (e.g. fp16lab.gpt.preset('tiny'); a GPT's is model.cfg)"))
+
+
+def _seq_len(name: str, value: object, cfg: GPTConfig) -> int:
+    """``value`` (None: ``cfg.seq_len``) as a context length the model can run: 1 .. ``cfg.seq_len``."""
+    if value is None:
+        return cfg.seq_len
+    T = positive_int(name, value)
+    if T > cfg.seq_len:
+        raise ValueError(f"{name} must be <= seq_len={cfg.seq_len} (the model's longest context), got {value!r}")
+    return T
+
+
+def _float_dtype(name: str, dtype: object) -> torch.dtype:
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(f"{name} must be a floating-point torch.dtype (e.g. torch.bfloat16), got {dtype!r}")
+    return dtype
 
 
 def matmul_params(cfg: GPTConfig) -> int:
     """``N`` of the FLOP count: weights used in matmuls per token (blocks and the unpadded head)."""
+    _config(cfg)
     d, L = cfg.d_model, cfg.n_layers
     return L * (4 * d * d + 2 * cfg.mlp_ratio * d * d) + d * cfg.vocab_size
 
 
 def param_count(cfg: GPTConfig) -> int:
     """Total parameters of ``GPT(cfg)`` (tied weights once, padded rows included)."""
+    _config(cfg)
     d, L, r, V = cfg.d_model, cfg.n_layers, cfg.mlp_ratio, cfg.padded_vocab
     per_block = 4 * d * d + 2 * r * d * d + 2 * 2 * d  # qkv, proj, fc, proj; two LayerNorms
     if cfg.bias:
@@ -109,22 +137,38 @@ def flops_per_token(cfg: GPTConfig, *, training: bool = True, seq_len: int | Non
     """Model FLOPs per token: ``6·N + 12·L·T·d`` (training) or ``2·N + 4·L·T·d`` (forward).
 
     Defaults: ``training=True``, ``seq_len=cfg.seq_len`` (``T``). See the module docstring
-    for what ``N`` counts.
+    for what ``N`` counts. ``seq_len`` is at most ``cfg.seq_len`` (the longest context the model runs).
     """
-    T = cfg.seq_len if seq_len is None else positive_int("seq_len", seq_len)
+    T = _seq_len("seq_len", seq_len, _config(cfg))
     k = 3 if boolean("training", training) else 1
     return k * (2 * matmul_params(cfg) + 4 * cfg.n_layers * T * cfg.d_model)
 
 
 def kv_cache_bytes(cfg: GPTConfig, batch: int, max_len: int | None = None, dtype: torch.dtype = torch.bfloat16) -> int:
-    """Bytes of the KV cache :meth:`GPT.setup_cache` allocates (K and V, every layer)."""
-    T = cfg.seq_len if max_len is None else positive_int("max_len", max_len)
-    itemsize = torch.empty((), dtype=dtype).element_size()
+    """Bytes of the KV cache :meth:`GPT.setup_cache` allocates (K and V, every layer).
+
+    Defaults: ``max_len=cfg.seq_len`` (at most that), ``dtype=torch.bfloat16`` (a floating-point dtype).
+    """
+    T = _seq_len("max_len", max_len, _config(cfg))
+    itemsize = torch.empty((), dtype=_float_dtype("dtype", dtype)).element_size()
     return 2 * cfg.n_layers * positive_int("batch", batch) * T * cfg.d_model * itemsize
 
 
 def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean next-token cross-entropy in FP32 (nats), for ``(B, T, V)`` logits and ``(B, T)`` targets."""
+    """Mean next-token cross-entropy in FP32 (nats), for ``(B, T, V)`` logits and ``(B, T)`` targets.
+
+    ``targets`` are int64 (or uint8) ids in ``[0, V)``, shaped like ``logits`` without its last
+    dimension; at least one token. The id range is checked where that is free (a CPU tensor, eager).
+    """
+    if not isinstance(logits, torch.Tensor) or not logits.is_floating_point() or logits.dim() < 2:
+        raise ValueError(f"logits must be a floating-point tensor (batch, seq_len, vocab), got "
+                         f"{type(logits).__name__ if not isinstance(logits, torch.Tensor) else (logits.dtype, tuple(logits.shape))}")
+    integer_tensor("targets", targets, dtypes=(torch.int64, torch.uint8), high=logits.shape[-1])
+    if targets.shape != logits.shape[:-1]:
+        raise ValueError(f"targets must have the shape of logits without its last dimension, {tuple(logits.shape[:-1])}; "
+                         f"got {tuple(targets.shape)}")
+    if targets.numel() == 0:
+        raise ValueError(f"targets is empty (shape {tuple(targets.shape)}): the mean loss of no tokens is undefined")
     return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
@@ -231,17 +275,11 @@ class GPT(nn.Module):
         """Logits ``(B, T, vocab_size)`` for token ids ``idx`` ``(B, T)``; with ``targets``, also the loss.
 
         ``input_pos`` (int64 ``(T,)``, the positions of ``idx``) uses and fills the KV cache
-        made by :meth:`setup_cache`; without it the cache is ignored.
+        made by :meth:`setup_cache`; without it the cache is ignored. ``idx`` holds int64 (or
+        int32) ids in ``[0, vocab_size)`` on the model's device; ids and positions are range-checked
+        where that is free (CPU tensors, eager mode), so a GPU step never waits for the check.
         """
-        T = idx.shape[1]
-        if input_pos is None:
-            if T > self.cfg.seq_len:
-                raise ValueError(f"idx has {T} positions; this model's seq_len is {self.cfg.seq_len}")
-            pos, mask = torch.arange(T, device=idx.device), None
-        else:
-            if self.causal_mask is None:
-                raise ValueError("input_pos needs a KV cache: call model.setup_cache(batch_size) first")
-            pos, mask = input_pos, self.causal_mask[input_pos].view(1, 1, T, -1)
+        pos, mask = self._positions(idx, input_pos)
         x = self.drop(self.wte(idx) + self.wpe(pos))
         for block in self.h:
             if self.checkpointing and self.training and torch.is_grad_enabled():
@@ -253,20 +291,44 @@ class GPT(nn.Module):
             logits = logits[..., : self.cfg.vocab_size]
         return logits if targets is None else (logits, lm_loss(logits, targets))
 
+    def _positions(self, idx: torch.Tensor, input_pos: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Check ``idx`` (and ``input_pos``) against the model and its cache; the positions and the cache mask."""
+        cfg = self.cfg
+        integer_tensor("idx", idx, dims=2, dtypes=(torch.int64, torch.int32), high=cfg.vocab_size,
+                       shape="(batch, seq_len)")
+        device = self.wte.weight.device
+        if idx.device != device:
+            raise ValueError(f"idx is on {idx.device}, the model on {device}: move one of them (idx.to({str(device)!r}))")
+        B, T = idx.shape
+        if input_pos is None:
+            if T > cfg.seq_len:
+                raise ValueError(f"idx has {T} positions; this model's seq_len is {cfg.seq_len}")
+            return torch.arange(T, device=idx.device), None
+        if self.causal_mask is None:
+            raise ValueError("input_pos needs a KV cache: call model.setup_cache(batch_size) first")
+        first: Attention = self.h[0].attn  # type: ignore[assignment]  # every layer's cache has this shape
+        cache = first.k_cache
+        assert cache is not None
+        integer_tensor("input_pos", input_pos, dims=1, dtypes=(torch.int64, torch.int32), high=cache.shape[2],
+                       shape=f"({T},): one position per token of idx")
+        if input_pos.shape[0] != T or B != cache.shape[0]:
+            raise ValueError(f"input_pos {tuple(input_pos.shape)} and idx {tuple(idx.shape)} must match the KV cache: "
+                             f"idx (batch={cache.shape[0]}, T), input_pos (T,); call setup_cache(batch_size) for another batch")
+        return input_pos, self.causal_mask[input_pos].view(1, 1, T, -1)
+
     # ------------------------------------------------------------------ KV-cache decoding
 
     def setup_cache(self, batch_size: int, max_len: int | None = None, dtype: torch.dtype | None = None) -> None:
         """Allocate K/V caches ``(batch_size, n_heads, max_len, head_dim)`` per layer, on the model's device.
 
-        Defaults: ``max_len=cfg.seq_len``, ``dtype`` = the weights' dtype. Shapes never change
+        Defaults: ``max_len=cfg.seq_len`` (at most that), ``dtype`` = the weights' dtype (a
+        floating-point dtype). Shapes never change
         afterwards, so :meth:`decode_step` can be captured in a CUDA graph or compiled
         (``torch.compile(model.decode_step, mode="reduce-overhead")``).
         """
-        max_len = self.cfg.seq_len if max_len is None else positive_int("max_len", max_len)
-        if max_len > self.cfg.seq_len:
-            raise ValueError(f"max_len must be <= seq_len={self.cfg.seq_len}, got {max_len!r}")
+        max_len = _seq_len("max_len", max_len, self.cfg)
         w = self.wte.weight
-        dtype = w.dtype if dtype is None else dtype
+        dtype = w.dtype if dtype is None else _float_dtype("dtype", dtype)
         shape = (positive_int("batch_size", batch_size), self.cfg.n_heads, max_len, self.cfg.head_dim)
         for attn in self._attentions():
             attn.k_cache = torch.zeros(shape, dtype=dtype, device=w.device)
@@ -293,10 +355,10 @@ class GPT(nn.Module):
 
         Defaults: ``temperature=0.0`` (greedy), ``generator=None``, ``step=self.decode_step``
         (pass a compiled or graphed version of it). Sets up a cache of ``T0 + max_new_tokens``
-        positions when none of the right batch size and length exists.
+        positions when none of the right batch size and length exists. ``idx``: int64 ids in
+        ``[0, vocab_size)``, at least one per row; ``T0 + max_new_tokens`` at most ``seq_len``.
         """
-        positive_int("max_new_tokens", max_new_tokens)
-        positive_float("temperature", temperature, allow_zero=True)
+        self._check_generate(idx, max_new_tokens, temperature, generator, step)
         B, T0 = idx.shape
         total = T0 + max_new_tokens
         k = self._attentions()[0].k_cache
@@ -315,3 +377,28 @@ class GPT(nn.Module):
             if t + 1 < total:
                 logits = step(nxt, torch.tensor([t], device=idx.device))
         return torch.cat(out, 1)
+
+    def _check_generate(self, idx: object, max_new_tokens: object, temperature: object, generator: object,
+                        step: object) -> None:
+        """Every argument of :meth:`generate`, before a cache is touched (the prompt's ids on any device)."""
+        integer_tensor("idx", idx, dims=2, dtypes=(torch.int64, torch.int32), high=self.cfg.vocab_size,
+                       shape="(batch, prompt_len)", check_values=True)
+        assert isinstance(idx, torch.Tensor)
+        new = positive_int("max_new_tokens", max_new_tokens)
+        positive_float("temperature", temperature, allow_zero=True)
+        if idx.shape[0] == 0 or idx.shape[1] == 0:
+            raise ValueError(f"idx must hold at least one prompt token per row, got shape {tuple(idx.shape)}")
+        if idx.shape[1] >= self.cfg.seq_len:
+            raise ValueError(f"idx has {idx.shape[1]} prompt tokens; with seq_len={self.cfg.seq_len} at most "
+                             f"{self.cfg.seq_len - 1} leave room for a new one")
+        if idx.shape[1] + new > self.cfg.seq_len:
+            raise ValueError(f"max_new_tokens must be <= seq_len - prompt length = {self.cfg.seq_len} - {idx.shape[1]}"
+                             f" = {self.cfg.seq_len - idx.shape[1]}, got {max_new_tokens!r}")
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise ValueError(f"generator must be None or a torch.Generator, got {generator!r}")
+        if generator is not None and generator.device.type != idx.device.type:
+            raise ValueError(f"generator lives on {generator.device}, idx on {idx.device}: make it there")
+        if step is not None and not callable(step):
+            raise ValueError(f"step must be None or a function like model.decode_step, got {step!r}")
+        if idx.device != self.wte.weight.device:
+            raise ValueError(f"idx is on {idx.device}, the model on {self.wte.weight.device}")

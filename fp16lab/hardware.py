@@ -11,6 +11,7 @@ printed under a profile says which chip really ran (:attr:`GPUFacts.label`).
 
 from __future__ import annotations
 
+import numbers
 import os
 import re
 from dataclasses import dataclass, field
@@ -148,11 +149,11 @@ def _capability(value: object, name: str = "capability") -> tuple[int, int]:
     ok = (
         isinstance(value, tuple)
         and len(value) == 2
-        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
+        and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and int(v) >= 0 for v in value)
     )
     if not ok:
         raise ValueError(f"{name} must be a (major, minor) tuple of ints such as (8, 9), got {value!r}")
-    return value  # type: ignore[return-value]
+    return (int(value[0]), int(value[1]))  # type: ignore[index]
 
 
 def chip_features(capability: tuple[int, int], name: str | None = None) -> dict[str, bool]:
@@ -161,6 +162,8 @@ def chip_features(capability: tuple[int, int], name: str | None = None) -> dict[
     GTX 16xx cards are sm_75 like the T4 but have no Tensor Cores: pass ``name`` to tell.
     """
     cap = _capability(capability)
+    if name is not None and not isinstance(name, str):
+        raise ValueError(f"name must be a GPU name string such as 'Tesla T4' or None, got {name!r}")
     no_tensor_cores = bool(name) and re.search(r"gtx\s*16", str(name).lower()) is not None
     return {
         "fp16_tensor_cores": cap >= (7, 0) and not no_tensor_cores,  # Volta
@@ -353,8 +356,10 @@ class GPUFacts:
 def _index(device: "torch.device | str | int | None") -> int:
     if device is None:
         return torch.cuda.current_device() if torch.cuda.is_available() else 0
-    if isinstance(device, int) and not isinstance(device, bool):
-        idx = device
+    if isinstance(device, numbers.Integral) and not isinstance(device, bool):
+        idx = int(device)
+        if idx < 0:
+            raise ValueError(f"device index must be an int >= 0 (or 'cuda:N'), got {device!r}")
     else:
         dev = parse_device(device)  # type: ignore[arg-type]
         if dev.type != "cuda":

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from fp16lab.checks import boolean, instance, non_negative_int, positive_float, positive_int
-from fp16lab.device import model_device, parse_device, synchronize
+from fp16lab.device import model_device, parse_device, resolve_device, synchronize
 from fp16lab.gpt import GPT, flops_per_token, lm_loss
 from fp16lab.lm_data import SyntheticLanguage
 from fp16lab.precision import autocast, parse_precision, precision_context
@@ -42,17 +42,23 @@ def _gpt(model: object) -> GPT:
     return inner
 
 
+def _optimizer(optimizer: object) -> "torch.optim.Optimizer | None":
+    if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
+        raise ValueError(f"optimizer must be None or a torch.optim.Optimizer over the model's parameters, got {optimizer!r}")
+    return optimizer
+
+
 def lm_batches(
     lang: SyntheticLanguage, n: int, batch: int, seq_len: int, device: "torch.device | str" = "cpu", seed: int = 0
 ) -> Batches:
     """``n`` batches ``(inputs, targets)`` of ``(batch, seq_len)`` tokens drawn from ``lang`` on ``device``.
 
-    Defaults: ``device="cpu"``, ``seed=0`` (the same seed gives the same batches).
+    Defaults: ``device="cpu"`` (a device this machine has), ``seed=0`` (the same seed gives the same batches).
     """
     instance("lang", lang, SyntheticLanguage, "a fp16lab.lm_data.SyntheticLanguage")
     n, batch = positive_int("n", n), positive_int("batch", batch)
     seq_len, seed = positive_int("seq_len", seq_len), non_negative_int("seed", seed)
-    dev = parse_device(device)
+    dev = resolve_device(parse_device(device))  # None is not a device here: the default is the CPU
     g = torch.Generator(device=dev).manual_seed(seed)
     x, y = lang.batch(n * batch, seq_len, device=dev, generator=g)
     return list(zip(x.split(batch), y.split(batch), strict=True))
@@ -107,7 +113,8 @@ def train_lm(
     ``warmup`` = steps // 10 steps, then cosine down to a tenth; a given optimizer's own lr is
     the peak instead), ``eval_batches=4`` held-out
     batches (seed ``seed + 1``) evaluated every ``eval_every`` (default steps // 10) steps and at
-    the end, ``seed=0`` for the training batches. Columns added: ``excess`` (training loss minus
+    the end, ``seed=0`` for the training batches. ``lang.vocab`` must fit the model's
+    ``vocab_size``; ``warmup`` at most ``steps``. Columns added: ``excess`` (training loss minus
     the floor), ``eval_loss``, ``eval_excess``. The same seed gives the same batches to every run.
     """
     gpt = _gpt(model)
@@ -117,7 +124,17 @@ def train_lm(
     non_negative_int("seed", seed)
     p = parse_precision(precision).value
     warmup = max(1, steps // 10) if warmup is None else positive_int("warmup", warmup)
+    if warmup > steps:
+        raise ValueError(f"warmup must be <= steps={steps} (the LR would never reach its peak), got {warmup!r}")
     eval_every = max(1, steps // 10) if eval_every is None else positive_int("eval_every", eval_every)
+    positive_int("eval_batches", eval_batches)
+    _optimizer(optimizer)
+    boolean("progress", progress)
+    if desc is not None and not isinstance(desc, str):
+        raise ValueError(f"desc must be a str or None, got {desc!r}")
+    if lang.vocab > gpt.cfg.vocab_size:
+        raise ValueError(f"lang has vocab={lang.vocab} tokens but the model's vocab_size is {gpt.cfg.vocab_size}: "
+                         "build the GPT with vocab_size >= lang.vocab")
     dev = model_device(model)
     T = gpt.cfg.seq_len
     if optimizer is None:
@@ -182,6 +199,7 @@ def lm_throughput(
     boolean("compile", compile)
     if peak_tflops is not None:
         positive_float("peak_tflops", peak_tflops)
+    _optimizer(optimizer)
     dev = model_device(model)
     T = gpt.cfg.seq_len
     g = torch.Generator(device=dev).manual_seed(0)
@@ -231,6 +249,7 @@ def saved_activation_bytes(model: nn.Module, inputs: torch.Tensor, targets: torc
     parameters themselves are left out (they are not activations), autocast's 16-bit copies of
     the weights are included. Default ``precision="fp32"``. Runs one backward to free the graph.
     """
+    instance("model", model, nn.Module, "a torch.nn.Module (a GPT)")
     p = parse_precision(precision)
     dev = model_device(model)
     params = {q.untyped_storage().data_ptr() for q in model.parameters()}
@@ -255,6 +274,8 @@ def state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer | None = None
 
     Shared tensors (tied weights) count once. The optimizer's scalar step counters are left out.
     """
+    instance("model", model, nn.Module, "a torch.nn.Module")
+    _optimizer(optimizer)
     n_params = sum(q.numel() for q in model.parameters())
     rows: list[dict[str, Any]] = []
     seen: set[int] = set()
@@ -300,6 +321,8 @@ def sdpa_kernel_ran(fn: Callable[[], object]) -> str:
     """
     from torch.utils._python_dispatch import TorchDispatchMode
 
+    if not callable(fn):
+        raise ValueError(f"fn must be a function of no arguments that runs attention, got {fn!r}")
     seen: list[str] = []
 
     class _Names(TorchDispatchMode):

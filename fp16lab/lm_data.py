@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from fp16lab.checks import non_negative_int, positive_float, positive_int
+from fp16lab.checks import instance, integer_tensor, positive_float, positive_int
+from fp16lab.device import parse_device, resolve_device
 
 __all__ = ["SyntheticLanguage"]
 
@@ -63,10 +64,8 @@ class SyntheticLanguage:
     _tables: dict = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        positive_int("vocab", self.vocab, minimum=3)
-        positive_int("order", self.order)
-        positive_int("branching", self.branching)
-        non_negative_int("seed", self.seed)
+        for name, low in (("vocab", 3), ("order", 1), ("branching", 1), ("seed", 0)):
+            object.__setattr__(self, name, positive_int(name, getattr(self, name), minimum=low))  # numpy ints as int
         if self.branching > self.vocab - 1:
             raise ValueError(f"branching must be <= vocab - 1 = {self.vocab - 1}, got {self.branching!r}")
         t = positive_float("temperature", self.temperature)
@@ -101,10 +100,9 @@ class SyntheticLanguage:
 
         ``context``: integer tensor ``(..., order)``; returns ``(..., branching)`` int64.
         """
-        if context.dtype.is_floating_point or context.dtype == torch.bool or context.shape[-1:] != (self.order,):
-            raise ValueError(
-                f"context must be an integer tensor of shape (..., {self.order}), got {context.dtype} {tuple(context.shape)}"
-            )
+        integer_tensor("context", context, high=self.vocab, shape=f"(..., {self.order})")
+        if context.shape[-1:] != (self.order,):
+            raise ValueError(f"context must have shape (..., {self.order}), got {tuple(context.shape)}")
         return self._successors(context)
 
     def _successors(self, context: torch.Tensor) -> torch.Tensor:
@@ -121,10 +119,15 @@ class SyntheticLanguage:
     ) -> torch.Tensor:
         """``n`` raw sequences of ``length`` tokens (int64), each starting with ``order`` start tokens (0).
 
-        Defaults: ``device="cpu"``, ``generator=None``. :meth:`batch` turns these into
-        model inputs and targets.
+        Defaults: ``device="cpu"`` (a device this machine has), ``generator=None`` (one given must
+        live on ``device``). :meth:`batch` turns these into model inputs and targets.
         """
         n, length = positive_int("n", n), positive_int("length", length, minimum=self.order + 1)
+        device = resolve_device(parse_device(device))  # None is not a device here: the default is the CPU
+        if generator is not None:
+            instance("generator", generator, torch.Generator, "None or a torch.Generator")
+            if generator.device.type != device.type:
+                raise ValueError(f"generator lives on {generator.device}, the samples on {device}: make it there")
         cdf = torch.cumsum(self.probs, 0).to(device=device, dtype=torch.float32)
         cdf[-1] = 2.0  # guard: u < 1 always lands inside
         out = torch.zeros(n, length, dtype=torch.int64, device=device)
@@ -156,7 +159,7 @@ class SyntheticLanguage:
         Sampling is sequential in time: for long runs draw one large batch up front and
         slice it, so that generation is not timed together with training.
         """
-        seq_len = positive_int("seq_len", seq_len)
+        batch, seq_len = positive_int("batch", batch), positive_int("seq_len", seq_len)
         seq = self.sample(batch, seq_len + self.order, device=device, generator=generator)
         return seq[:, self.order - 1 : -1], seq[:, self.order :]
 
@@ -164,9 +167,12 @@ class SyntheticLanguage:
         """The true model's loss on each target (nats, float64, ``(batch, seq_len)``): the floor on this data.
 
         ``inputs``/``targets`` as :meth:`batch` returns them (``inputs[:, 0]`` is the start
-        token). ``inf`` marks a target the language cannot produce from its context.
+        token). ``inf`` marks a target the language cannot produce from its context (an id outside
+        ``[0, vocab)`` included); ``inputs`` must hold ids in ``[0, vocab)``.
         """
-        if inputs.shape != targets.shape or inputs.dim() != 2:
+        integer_tensor("inputs", inputs, dims=2, high=self.vocab, shape="(batch, seq_len)", check_values=True)
+        integer_tensor("targets", targets, dims=2, shape="(batch, seq_len)")
+        if inputs.shape != targets.shape:
             raise ValueError(
                 f"inputs and targets must both be (batch, seq_len), got {tuple(inputs.shape)} and {tuple(targets.shape)}"
             )

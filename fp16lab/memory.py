@@ -194,22 +194,27 @@ def run_or_oom(fn: Callable[[], Mapping[str, Any]], device: "torch.device | str 
 
     Why: a lesson sized for a big GPU must still finish on a small one: an out-of-memory error
     becomes a row and a sentence, never a failed cell. Memory is freed after an OOM (``device``,
-    default: the CUDA GPU when there is one). Any other error propagates.
+    default: the CUDA GPU when there is one). Any other error propagates. ``labels`` may not be
+    named ``oom`` or ``error`` (the row's own columns), and neither may a key of ``fn()``'s dict be ``oom``.
     """
     if not callable(fn):
         raise ValueError(f"fn must be a function returning a dict, got {fn!r}")
+    dev = resolve_device(device) if device is not None else None
+    clash = [k for k in ("oom", "error") if k in labels]
+    if clash:
+        raise ValueError(f"labels may not be named {', '.join(map(repr, clash))}: run_or_oom writes those columns")
     try:
-        row = dict(fn())
+        result = fn()
     except (MemoryError, RuntimeError) as err:  # torch's OOM errors are one of these
         if not is_oom(err):
             raise
         message = str(err).strip().splitlines()[0][:160] if str(err).strip() else ""
         del err
-        dev = resolve_device(device) if device is not None else torch.device(
-            "cuda" if torch.cuda.is_available() else "cpu")
-        free_memory(dev)
+        free_memory(dev if dev is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu"))
         return {**labels, "oom": True, "error": message}
-    return {**labels, **row, "oom": False}
+    if not isinstance(result, Mapping) or "oom" in result:
+        raise ValueError(f"fn must return a dict (of the row's columns, no 'oom' key), it returned {result!r:.120}")
+    return {**labels, **result, "oom": False}
 
 
 # ------------------------------------------------------------------ fragmentation
@@ -281,8 +286,9 @@ def fragmentation_workload(
     unit_mib = positive_float("unit_mib", unit_mib)
     seed = non_negative_int("seed", seed)
     empty_cache_every = non_negative_int("empty_cache_every", empty_cache_every)
-    if not layers or any(not isinstance(c, int) or isinstance(c, bool) or c < 1 for c in layers):
+    if isinstance(layers, (str, bytes)) or not isinstance(layers, Sequence) or not layers:
         raise ValueError(f"layers must be a non-empty sequence of positive ints, got {layers!r}")
+    layers = [positive_int(f"layers[{i}]", c) for i, c in enumerate(layers)]
     dev = resolve_device(device)
     if dev.type != "cuda":
         raise ValueError(f"device {str(device)!r} is not a CUDA GPU; the workload measures the CUDA caching allocator")
@@ -324,6 +330,8 @@ def allocator_experiment(
     """
     if alloc_conf is not None and (not isinstance(alloc_conf, str) or not alloc_conf.strip() or "\n" in alloc_conf):
         raise ValueError(f"alloc_conf must be None or a setting such as 'expandable_segments:True', got {alloc_conf!r}")
+    if isinstance(empty_cache_every, (str, bytes)) or not isinstance(empty_cache_every, Sequence):
+        raise ValueError(f"empty_cache_every must be a sequence of ints >= 0 such as (0,) or (0, 1), got {empty_cache_every!r}")
     everies = [non_negative_int("empty_cache_every", k) for k in empty_cache_every]
     if not everies:
         raise ValueError("empty_cache_every is empty; pass e.g. (0,) or (0, 1)")
@@ -390,6 +398,7 @@ def snapshot_summary(snapshot: Mapping[str, Any], top: int = 8) -> SnapshotSumma
         raise ValueError("snapshot must be the dict torch.cuda.memory._snapshot() returns (with 'segments'), "
                          f"got {type(snapshot).__name__}")
     top = positive_int("top", top)
+    _check_snapshot(snapshot)
     seg_rows, block_rows = [], []
     for seg in snapshot["segments"]:
         blocks = seg.get("blocks", [])
@@ -409,6 +418,20 @@ def snapshot_summary(snapshot: Mapping[str, Any], top: int = 8) -> SnapshotSumma
                 .sort_values("bytes", ascending=False).head(top).reset_index(drop=True))
     by_frame["mib"] = by_frame.pop("bytes") / MIB
     return SnapshotSummary(segments, by_frame)
+
+
+def _check_snapshot(snapshot: Mapping[str, Any]) -> None:
+    """The keys :func:`snapshot_summary` reads: a list of segments with ``total_size``, blocks with ``size``."""
+    hint = "snapshot must be the dict torch.cuda.memory._snapshot() returns"
+    segments = snapshot["segments"]
+    if not isinstance(segments, list):
+        raise ValueError(f"{hint}: 'segments' is a list, got {type(segments).__name__}")
+    for i, seg in enumerate(segments):
+        if not isinstance(seg, Mapping) or "total_size" not in seg or not isinstance(seg.get("blocks", []), list):
+            raise ValueError(f"{hint}: segments[{i}] lacks 'total_size' (or its 'blocks' is not a list): {seg!r:.120}")
+        for j, b in enumerate(seg.get("blocks", [])):
+            if not isinstance(b, Mapping) or "size" not in b:
+                raise ValueError(f"{hint}: segments[{i}]['blocks'][{j}] lacks 'size': {b!r:.120}")
 
 
 # ------------------------------------------------------------------ the child process

@@ -19,8 +19,10 @@ left the stored weight unchanged in the last step.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import torch
+from torch import nn
 
 from fp16lab.checks import one_of, positive_float
 
@@ -33,6 +35,8 @@ class AdamW16(torch.optim.Optimizer):
     """AdamW (decoupled weight decay) for 16-bit weights; FP32 moments; ``update`` as in the module doc.
 
     Defaults: ``lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, update="kahan"``.
+    ``params``: ``model.parameters()`` or param-group dicts; a group's own lr, betas, eps and
+    weight_decay are checked like the defaults (also in :meth:`add_param_group`).
     """
 
     def __init__(
@@ -45,17 +49,25 @@ class AdamW16(torch.optim.Optimizer):
         update: str = "kahan",
     ) -> None:
         one_of("update", update, UPDATES)
-        for name, v in (("lr", lr), ("eps", eps), ("weight_decay", weight_decay)):
-            positive_float(name, v, allow_zero=True)
-        if not (isinstance(betas, tuple) and len(betas) == 2 and all(0.0 <= b < 1.0 for b in betas)):
-            raise ValueError(f"betas must be a pair of numbers in [0, 1), got {betas!r}")
-        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+        defaults = _hyperparameters(dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay), "")
+        if isinstance(params, (torch.Tensor, nn.Module, str, dict)) or not isinstance(params, Iterable):
+            raise ValueError("params must be an iterable of tensors or of param-group dicts (e.g. model.parameters()), "
+                             f"got {type(params).__name__}")
+        super().__init__(params, defaults)
         self.update = update
         self.rounded_away = torch.zeros(())
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """torch's ``add_param_group`` after checking the group's own hyperparameters."""
+        if isinstance(param_group, dict):
+            _hyperparameters({k: v for k, v in param_group.items() if k != "params"}, "param group's ")
+        super().add_param_group(param_group)
 
     @torch.no_grad()
     def step(self, closure=None):
         """One AdamW step; sets :attr:`rounded_away` (a 0-dim tensor, no host sync)."""
+        if closure is not None and not callable(closure):
+            raise ValueError(f"closure must be None or a function returning the loss, got {closure!r}")
         loss = None
         if closure is not None:
             with torch.enable_grad():
@@ -97,3 +109,22 @@ class AdamW16(torch.optim.Optimizer):
         if lost:
             self.rounded_away = torch.stack(lost).sum() / total
         return loss
+
+
+def _hyperparameters(values: dict[str, Any], where: str) -> dict[str, Any]:
+    """Check lr, eps, weight_decay (finite, >= 0) and betas (a pair in [0, 1)) where present; betas as floats."""
+    out = dict(values)
+    for name in ("lr", "eps", "weight_decay"):
+        if name in values:
+            positive_float(where + name, values[name], allow_zero=True)
+    if "betas" in values:
+        betas = values["betas"]
+        ok = isinstance(betas, tuple) and len(betas) == 2
+        try:
+            ok = ok and all(positive_float("beta", b, allow_zero=True) < 1.0 for b in betas)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(f"{where}betas must be a pair (tuple) of numbers in [0, 1), got {betas!r}")
+        out["betas"] = tuple(float(b) for b in betas)
+    return out

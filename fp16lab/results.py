@@ -71,17 +71,14 @@ def save_results(
     out = _check_path(path)
     if out.suffix != ".json":
         raise ValueError(f"path must end in .json, got {str(out)!r}")
-    if not out.parent.exists():
+    if out.is_dir():
+        raise ValueError(f"path {str(out)!r} is a folder; give a file name ending in .json")
+    if not out.parent.is_dir():
         raise ValueError(f"path: folder {str(out.parent)!r} does not exist; create it first")
-    if not isinstance(metadata, dict):
-        raise ValueError(f"metadata must be a dict (e.g. fp16lab.env.run_metadata()), got {type(metadata).__name__}")
+    meta_json = _metadata_json(metadata)
     if not isinstance(csv, bool):
         raise ValueError(f"csv must be True or False, got {csv!r}")
-    try:
-        meta_json = json.loads(json.dumps(metadata, default=_jsonable))
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"metadata cannot be stored as JSON: {exc}") from None
-    payload = {"metadata": meta_json, "rows": json.loads(frame.to_json(orient="records"))}
+    payload = {"metadata": meta_json, "rows": _rows_json(frame)}
     fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.name, suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as fh:
@@ -98,17 +95,70 @@ def save_results(
 
 
 def _jsonable(value: Any) -> Any:
-    """numpy/torch scalars and paths in metadata, as plain JSON values."""
+    """numpy/torch scalars, paths, dtypes and devices, as plain JSON values; TypeError for the rest."""
     if hasattr(value, "item") and callable(value.item):
-        return value.item()
+        try:
+            return value.item()
+        except (ValueError, RuntimeError):  # an array or tensor of more than one value
+            raise TypeError(f"{type(value).__name__} {value!r:.60} is not JSON (not a single number; "
+                            "store .tolist())") from None
     if isinstance(value, os.PathLike):
         return os.fspath(value)
-    raise TypeError(f"{type(value).__name__} {value!r:.60} is not JSON")
+    import torch
+
+    if isinstance(value, (torch.dtype, torch.device)):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} {value!r:.60} is not JSON (use numbers, strings, lists, dicts)")
+
+
+def _metadata_json(metadata: object) -> dict[str, Any]:
+    """``metadata`` as JSON would store it; ValueError naming ``metadata`` for what JSON cannot hold.
+
+    Keys must be strings at every depth (JSON would silently turn ``1`` into ``'1'``).
+    """
+    if not isinstance(metadata, dict):
+        raise ValueError(f"metadata must be a dict (e.g. fp16lab.env.run_metadata()), got {type(metadata).__name__}")
+    bad = _non_str_key(metadata)
+    if bad is not None:
+        raise ValueError(f"metadata keys must be strings (JSON turns other keys into text), got key {bad!r}")
+    try:
+        out: dict[str, Any] = json.loads(json.dumps(metadata, default=_jsonable))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"metadata cannot be stored as JSON: {exc}") from None
+    return out
+
+
+def _non_str_key(value: Any) -> Any:
+    """The first dict key, at any depth, that is not a string (None when all are)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                return k
+            bad = _non_str_key(v)
+            if bad is not None:
+                return bad
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            bad = _non_str_key(v)
+            if bad is not None:
+                return bad
+    return None
+
+
+def _rows_json(frame: pd.DataFrame) -> list[Any]:
+    """``frame``'s rows as JSON records; ValueError naming ``frame`` when a cell or the columns cannot be stored."""
+    try:
+        rows: list[Any] = json.loads(frame.to_json(orient="records", default_handler=_jsonable))
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ValueError(f"frame cannot be stored as JSON records: {exc}") from None
+    return rows
 
 
 def load_results(path: "str | os.PathLike[str]") -> tuple[pd.DataFrame, dict[str, Any]]:
     """Read a file written by :func:`save_results`: (table, metadata)."""
     p = _check_path(path)
+    if p.is_dir():
+        raise FileNotFoundError(f"path {str(p)!r} is a folder, not a results file (.json)")
     if not p.is_file():
         raise FileNotFoundError(f"no results file at {str(p)!r}")
     try:
@@ -116,6 +166,8 @@ def load_results(path: "str | os.PathLike[str]") -> tuple[pd.DataFrame, dict[str
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"{str(p)!r} is not an fp16lab results file: not valid JSON ({exc})") from None
     ok = isinstance(payload, dict) and isinstance(payload.get("rows"), list) and isinstance(payload.get("metadata"), dict)
+    if ok and not all(isinstance(r, dict) for r in payload["rows"]):
+        ok = False
     if not ok:
         raise ValueError(f"{str(p)!r} is not an fp16lab results file (needs 'metadata' and 'rows')")
     return pd.DataFrame(payload["rows"]), payload["metadata"]
@@ -160,7 +212,7 @@ def load_reference(name: str) -> "tuple[pd.DataFrame, dict[str, Any]] | tuple[No
         print(
             f"NO GPU REFERENCE YET: results/{name}.json has not been recorded on a GPU, so this "
             "section has nothing to show on this machine. It needs a CUDA GPU: run the lesson on "
-            "one (full mode) to measure it."
+            f"one (full mode) to measure it.{_similar_names(name)}"
         )
         return None, None
     frame, meta = load_results(path)
@@ -177,6 +229,15 @@ def load_reference(name: str) -> "tuple[pd.DataFrame, dict[str, Any]] | tuple[No
             "`python -m fp16lab.outputs run --reference <lesson>`."
         )
     return frame, meta
+
+
+def _similar_names(name: str) -> str:
+    """A hint naming recorded references close to ``name`` (a typo reads as "not recorded yet")."""
+    import difflib
+
+    have = [p.stem for p in RESULTS_DIR.glob("*.json")] if RESULTS_DIR.is_dir() else []
+    close = difflib.get_close_matches(name, have, n=3, cutoff=0.8)
+    return f" (Recorded references with similar names: {', '.join(map(repr, close))}: a typo?)" if close else ""
 
 
 @dataclass

@@ -6,6 +6,7 @@ block) and, where single launches matter, CUDA events.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import statistics
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from fp16lab.checks import non_negative_int, positive_float, positive_int
-from fp16lab.device import mps_available, parse_device, resolve_device, synchronize
+from fp16lab.device import mps_available, resolve_device, synchronize
 from fp16lab.precision import Precision, parse_precision, precision_context
 
 # Importing torch.utils.benchmark logs "No CUDA runtime is found" on CPU machines: noise.
@@ -58,9 +59,21 @@ class Timing:
         return f"{self.median_s * 1e3:.3f} ms median ({noise}, {self.runs} run{'s' * (self.runs != 1)}, {self.method})"
 
 
-def _checked_fn(fn: object) -> Callable[[], object]:
+def _checked_fn(fn: object, name: str = "fn") -> Callable[[], object]:
+    """``fn`` when it can be called with no arguments (checked from its signature, before any call)."""
     if not callable(fn):
-        raise ValueError(f"fn must be a function of no arguments to time, got {fn!r:.80}")
+        raise ValueError(f"{name} must be a function of no arguments to time, got {fn!r:.80}")
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # some builtins have no signature: nothing to check
+        return fn
+    try:
+        sig.bind()
+    except TypeError:
+        raise ValueError(
+            f"{name} must be callable with no arguments, got {fn!r:.80} with signature {sig}; "
+            "wrap it, e.g. lambda: f(x)"
+        ) from None
     return fn
 
 
@@ -150,9 +163,8 @@ def time_windows(run: Callable[[], object], device: "torch.device | str", window
     and ``time.perf_counter`` measures it. No warm-up here: run untimed steps first (compile,
     autotuning, the caching allocator). :mod:`fp16lab.bench` times every benchmark with this.
     """
-    import time
-
-    dev = parse_device(device)
+    run = _checked_fn(run, "run")
+    dev = resolve_device(device)
     windows = positive_int("windows", windows)
     if dev.type == "cuda":
         pairs = []

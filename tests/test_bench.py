@@ -27,6 +27,8 @@ from fp16lab.bench import (
     bench_one,
     comparison_table,
     model_flops,
+    plot_results,
+    profile_table,
     readme_section,
     run_benchmark,
     side_by_side,
@@ -645,3 +647,70 @@ def test_fp16_uses_less_memory_than_true_fp32_and_the_graph_capture_runs_on_gpu(
     assert fp16["peak_mem_gb"] < fp32["peak_mem_gb"]
     graph = bench_one("resnet18", "fp16_cl_fused_graph", 16, settings=s, device="cuda")
     assert graph["status"] == "ok", graph["error"]
+
+
+# ------------------------------------------------------------ bad input: unlisted neighbours (audit)
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"configs": []}, "configs is empty"),
+        ({"configs": "fp32_true"}, "configs must be a list"),
+        ({"repeat": "fp32_true"}, "repeat must be a list"),
+        ({"explore": "bf16_cl"}, "explore must be a list"),
+        ({"precisions": "fp32"}, "precisions must be a list"),
+        ({"batch_sizes": [4, 4]}, "batch_sizes repeat a batch size"),
+        ({"sweep_batch_sizes": 3}, "sweep_batch_sizes must be a list"),
+        ({"sweep_batch_sizes": [8, 8]}, "sweep_batch_sizes repeat a batch size"),
+        ({"metadata": {"x": object()}}, "metadata cannot be stored as JSON"),
+        ({"metadata": {1: "a"}}, "metadata keys must be strings"),
+        ({"progress": 1}, "progress must be True or False"),
+    ],
+)
+def test_run_benchmark_refuses_before_measuring_or_creating_the_folder(tmp_path, kw, match):
+    opener, log = fake(rates={"fp32_true": 50.0})
+    args = {"configs": ["fp32_true"], "batch_sizes": [4], "progress": False, **kw}
+    with pytest.raises(ValueError, match=match):
+        run_benchmark(TinyNet, settings=TINY, device="cpu", opener=opener, output=tmp_path / "sub" / "r.json", **args)
+    assert log == [] and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("factory", [lambda x: TinyNet(), functools.partial(lambda a, b: TinyNet(), 1)])
+def test_a_model_factory_that_needs_arguments_is_refused_up_front(factory):
+    with pytest.raises(ValueError, match="model: a model factory must be callable with no arguments"):
+        bench_one(factory, "fp32_true", 2, settings=TINY, device="cpu")
+
+
+@pytest.mark.parametrize("call", [lambda f: add_mfu(f, 1e9, 100.0), lambda f: targets_table(f),
+                                  lambda f: comparison_table(f), lambda f: plot_results(f)])
+@pytest.mark.parametrize(("frame", "match"), [([1], "frame must be a pandas DataFrame"), (None, "frame must be"),
+                                              (pd.DataFrame({"a": [1]}), "frame lacks the column")])
+def test_tables_refuse_what_is_not_a_frame_of_benchmark_rows(call, frame, match):
+    with pytest.raises(ValueError, match=match):
+        call(frame)
+
+
+@pytest.mark.parametrize(("kw", "match"), [({"batch": 0}, "batch must be an int"), ({"batch": "256"}, "batch must be"),
+                                           ({"targets": []}, "targets must be"), ({"targets": [1]}, "targets must be"),
+                                           ({"targets": "x"}, "targets must be")])
+def test_targets_table_checks_batch_and_targets(kw, match):
+    with pytest.raises(ValueError, match=match):
+        targets_table(pd.DataFrame(), **kw)
+
+
+def test_targets_table_of_an_empty_frame_says_not_measured():
+    assert set(targets_table(pd.DataFrame())["verdict"]) == {"not measured"}
+
+
+def test_report_helpers_check_their_arguments(tmp_path):
+    with pytest.raises(ValueError, match="metadata must be"):
+        profile_table(None)
+    with pytest.raises(ValueError, match="step_profile"):
+        profile_table({"step_profile": [1]})
+    with pytest.raises(ValueError, match="results must be a dict"):
+        side_by_side({"run": 3})
+    with pytest.raises(ValueError, match="batch must be an int"):
+        side_by_side({}, batch=0)
+    with pytest.raises(ValueError, match="nothing to plot"):
+        plot_results(pd.DataFrame())

@@ -77,6 +77,34 @@ def test_refused_input_is_exit_2_with_the_reason(capsys, tmp_path):
     assert "--port must be 1..65535, got 0" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv", [
+    ["outputs", "note", "{missing}"], ["outputs", "check", "{text}"], ["outputs", "run", "{folder}"],
+    ["workshop", "write", "{missing}"], ["workshop", "verify", "{text}"],
+    ["portability", "run", "{missing}", "--profiles", "t4"],
+])
+def test_a_notebook_argument_must_be_an_existing_notebook(argv, tmp_path, capsys):
+    """Checked when the command line is read: nothing runs, nothing is written, the value is quoted."""
+    (tmp_path / "notes.txt").write_text("not a notebook")
+    (tmp_path / "lessons.ipynb").mkdir()
+    values = {"{missing}": str(tmp_path / "nope.ipynb"), "{text}": str(tmp_path / "notes.txt"),
+              "{folder}": str(tmp_path / "lessons.ipynb")}
+    argv = [values.get(a, a) for a in argv]
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and repr(argv[2]) in err and "notebooks/02_amp_training_loop.ipynb" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lessons.ipynb", "notes.txt"]
+
+
+@pytest.mark.parametrize("timeout", ["0", "-5", "1.5", "soon"])
+@pytest.mark.parametrize("command", [["outputs", "run"], ["portability", "run"]])
+def test_a_time_limit_must_be_whole_positive_seconds(command, timeout, capsys):
+    lesson = str(ROOT / "notebooks" / "00_setup_and_verify.ipynb")
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([*command, lesson, "--timeout", timeout])
+    assert f"must be a whole number of seconds >= 1, got {timeout!r}" in capsys.readouterr().err
+
+
 # ---- the repository root, found in one place ------------------------------------------------
 
 def test_repo_root_from_anywhere_inside(tmp_path, monkeypatch):

@@ -184,3 +184,11 @@ def test_missing_lab_packages_warn_but_do_not_fail(monkeypatch, fake_gpu):
     assert r.ok  # a headless runner (nbclient, VS Code) needs neither
     for pkg in ("jupyterlab", "ipywidgets"):
         assert r[pkg].status is Status.WARN and f"pip install {pkg}" in r[pkg].fix
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:7", "mps"])
+def test_run_metadata_refuses_a_device_this_machine_lacks(device, fake_gpu):
+    """Regression: run_metadata('cuda') on a CPU-only machine recorded device_type 'cuda'."""
+    fake_gpu("none")
+    with pytest.raises(ValueError, match="device"):
+        run_metadata(device)

@@ -290,3 +290,163 @@ def test_a_tiny_gpt_learns_the_language(one_thread: None) -> None:
     with torch.no_grad():
         excess = model(ex, ey)[1].item() - lang.entropy_floor
     assert 0 < excess < 0.2 * (math.log(16) - lang.entropy_floor)  # most of the learnable gap closed
+
+
+# ------------------------------------------------------------------ bad input (issue 14): named, before any work
+
+
+def test_config_stores_numpy_ints_as_ints_and_presets_refuse_unknown_fields() -> None:
+    cfg = GPTConfig(vocab_size=np.int64(16), d_model=np.int32(16), n_heads=np.int64(2), dropout=0)
+    assert type(cfg.vocab_size) is int and type(cfg.d_model) is int and type(cfg.dropout) is float
+    assert cfg == GPTConfig(vocab_size=16, d_model=16, n_heads=2)
+    with pytest.raises(ValueError, match="unknown field.*n_embd.*allowed: vocab_size"):
+        preset("tiny", n_embd=32)
+    with pytest.raises(ValueError, match="unknown preset"):
+        preset(["tiny"])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("fn", [matmul_params, param_count, flops_per_token, lambda c: kv_cache_bytes(c, 1)])
+@pytest.mark.parametrize("bad", [None, {"d_model": 32}, "tiny"])
+def test_config_helpers_refuse_what_is_not_a_config(fn, bad) -> None:
+    with pytest.raises(ValueError, match="cfg must be a GPTConfig"):
+        fn(bad)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [(lambda: flops_per_token(SMALL, seq_len=25), "seq_len must be <= seq_len=24"),
+     (lambda: kv_cache_bytes(SMALL, 1, 25), "max_len must be <= seq_len=24"),
+     (lambda: kv_cache_bytes(SMALL, 1, None, "bf16"), "dtype must be a floating-point torch.dtype"),
+     (lambda: kv_cache_bytes(SMALL, 1, None, torch.int64), "dtype must be a floating-point"),
+     (lambda: kv_cache_bytes(SMALL, True), "batch must be an int")],
+)
+def test_flops_and_cache_bytes_refuse_what_the_model_cannot_run(call, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+@pytest.mark.parametrize(
+    ("idx", "match"),
+    [(torch.zeros(2, 4), "idx must hold integer ids"), (torch.zeros(2, 4, dtype=torch.bool), "idx must hold integer"),
+     (torch.full((2, 4), 61), r"idx holds 61, outside the allowed 0 \.\. 60"),  # padded rows (64) are not ids
+     (torch.full((2, 4), -1), "idx holds -1"), (torch.zeros(8, dtype=torch.long), "idx must have 2 dimension"),
+     (torch.zeros(1, 2, 4, dtype=torch.long), "idx must have 2 dimension"), ([[1, 2]], "idx must be a tensor"),
+     (torch.zeros(1, 25, dtype=torch.long), "idx has 25 positions")],
+)
+def test_forward_refuses_bad_token_ids_by_name(idx, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        _model()(idx)
+
+
+@pytest.mark.parametrize(
+    ("targets", "match"),
+    [(torch.zeros(2, 4), "targets must hold integer ids"), (torch.full((2, 4), 61), "targets holds 61"),
+     (torch.full((2, 4), -100), "targets holds -100"), (torch.zeros(2, 3, dtype=torch.long), "targets must have the shape"),
+     (torch.zeros(8, dtype=torch.long), "targets must have the shape"), ([1, 2], "targets must be a tensor")],
+)
+def test_loss_refuses_bad_targets_by_name(targets, match: str) -> None:
+    idx = torch.zeros(2, 4, dtype=torch.long)
+    with pytest.raises(ValueError, match=match):
+        _model()(idx, targets)
+    with pytest.raises(ValueError, match=match):
+        lm_loss(torch.randn(2, 4, 61), targets)
+
+
+@pytest.mark.parametrize(
+    ("logits", "targets", "match"),
+    [([[0.0]], torch.zeros(1, dtype=torch.long), "logits must be a floating-point tensor"),
+     (torch.zeros(2, 3, dtype=torch.long), torch.zeros(2, dtype=torch.long), "logits must be a floating-point"),
+     (torch.zeros(0, 3, 7), torch.zeros(0, 3, dtype=torch.long), "targets is empty")],
+)
+def test_lm_loss_refuses_bad_logits_and_empty_batches(logits, targets, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        lm_loss(logits, targets)
+
+
+@pytest.mark.parametrize(
+    ("token", "pos", "match"),
+    [(torch.zeros(2, 1, dtype=torch.long), torch.tensor([8]), "input_pos holds 8, outside the allowed 0 .. 7"),
+     (torch.zeros(2, 1, dtype=torch.long), torch.tensor([-1]), "input_pos holds -1"),
+     (torch.zeros(2, 1, dtype=torch.long), torch.tensor([1.0]), "input_pos must hold integer"),
+     (torch.zeros(2, 1, dtype=torch.long), 1, "input_pos must be a tensor"),
+     (torch.zeros(3, 1, dtype=torch.long), torch.tensor([0]), r"must match the KV cache: idx \(batch=2"),
+     (torch.zeros(2, 2, dtype=torch.long), torch.tensor([0]), "must match the KV cache"),
+     (torch.full((2, 1), 99), torch.tensor([0]), "idx holds 99")],
+)
+def test_decode_step_refuses_bad_tokens_and_positions(token, pos, match: str) -> None:
+    model = _model()
+    model.setup_cache(2, 8)
+    before = model.h[0].attn.k_cache.clone()
+    with pytest.raises(ValueError, match=match):
+        model.decode_step(token, pos)
+    assert torch.equal(model.h[0].attn.k_cache, before)  # nothing written into the cache
+
+
+@pytest.mark.parametrize(("dtype", "match"), [("bf16", "dtype must be a floating-point"), (torch.int64, "dtype must be"),
+                                              (torch.bool, "dtype must be")])
+def test_setup_cache_refuses_non_float_dtypes(dtype, match: str) -> None:
+    model = _model()
+    with pytest.raises(ValueError, match=match):
+        model.setup_cache(1, dtype=dtype)
+    assert model.causal_mask is None
+
+
+@pytest.mark.parametrize(
+    ("prompt", "new", "kwargs", "match"),
+    [(torch.zeros(1, 3, dtype=torch.long), -1, {}, "max_new_tokens must be an int >= 1, got -1"),
+     (torch.zeros(1, 3, dtype=torch.long), 0, {}, "max_new_tokens must be an int >= 1"),
+     (torch.zeros(1, 3, dtype=torch.long), 2.0, {}, "max_new_tokens must be an int"),
+     (torch.zeros(1, 3, dtype=torch.long), 22, {}, r"max_new_tokens must be <= seq_len - prompt length = 24 - 3 = 21"),
+     (torch.zeros(1, 24, dtype=torch.long), 1, {}, "idx has 24 prompt tokens"),
+     (torch.zeros(1, 3, dtype=torch.long), 2, {"temperature": float("nan")}, "temperature must be a finite number"),
+     (torch.zeros(1, 3, dtype=torch.long), 2, {"temperature": -1.0}, "temperature must be"),
+     (torch.zeros(1, 3, dtype=torch.long), 2, {"temperature": True}, "temperature must be"),
+     (torch.zeros(1, 3, dtype=torch.long), 2, {"temperature": 1.0, "generator": 0}, "generator must be None or a torch"),
+     (torch.zeros(1, 3, dtype=torch.long), 2, {"step": "fast"}, "step must be None or a function"),
+     (torch.zeros(1, 0, dtype=torch.long), 2, {}, "at least one prompt token"),
+     (torch.zeros(1, 3), 2, {}, "idx must hold integer ids"), (torch.full((1, 3), 61), 2, {}, "idx holds 61"),
+     (torch.zeros(3, dtype=torch.long), 2, {}, "idx must have 2 dimension"), ([[0, 1]], 2, {}, "idx must be a tensor")],
+)
+def test_generate_refuses_bad_arguments_and_keeps_the_cache(prompt, new, kwargs, match: str) -> None:
+    model = _model()
+    model.setup_cache(1, 4)
+    cache = model.h[0].attn.k_cache
+    with pytest.raises(ValueError, match=match):
+        model.generate(prompt, new, **kwargs)
+    assert model.h[0].attn.k_cache is cache  # a refused call replaced nothing
+
+
+def test_generate_accepts_numpy_ints_and_fills_the_context_exactly() -> None:
+    model = _model()
+    assert model.generate(torch.zeros(1, 3, dtype=torch.long), np.int64(21)).shape == (1, 24)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [(lambda lang: lang.batch(0, 4), "batch must be an int >= 1, got 0"),
+     (lambda lang: lang.batch(True, 4), "batch must be an int"),
+     (lambda lang: lang.sample(2, 5, device="gpu"), "device 'gpu' is not a device"),
+     (lambda lang: lang.sample(2, 5, device=None), "device must be a str or torch.device"),
+     (lambda lang: lang.sample(2, 5, generator="g"), "generator must be None or a torch.Generator"),
+     (lambda lang: lang.successors([[1, 2]]), "context must be a tensor"),
+     (lambda lang: lang.successors(torch.tensor([[1, 64]])), "context holds 64, outside the allowed 0 .. 63"),
+     (lambda lang: lang.successors(torch.tensor([[1.0, 2.0]])), "context must hold integer ids"),
+     (lambda lang: lang.nll(torch.zeros(2, 4), torch.zeros(2, 4, dtype=torch.long)), "inputs must hold integer ids"),
+     (lambda lang: lang.nll(torch.zeros(2, 4, dtype=torch.long), torch.zeros(2, 4)), "targets must hold integer ids"),
+     (lambda lang: lang.nll(torch.full((2, 4), 64), torch.zeros(2, 4, dtype=torch.long)), "inputs holds 64"),
+     (lambda lang: lang.nll([[0]], [[0]]), "inputs must be a tensor")],
+)
+def test_language_methods_refuse_bad_arguments_by_name(call, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        call(SyntheticLanguage())
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+def test_language_refuses_a_device_this_machine_lacks() -> None:
+    with pytest.raises(ValueError, match="device 'cuda' requested but no CUDA GPU"):
+        SyntheticLanguage().batch(2, 4, device="cuda")
+
+
+def test_language_stores_numpy_ints_as_ints() -> None:
+    lang = SyntheticLanguage(vocab=np.int64(16), order=np.int32(1))
+    assert type(lang.vocab) is int and type(lang.order) is int and lang == SyntheticLanguage(vocab=16, order=1)

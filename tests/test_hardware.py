@@ -211,3 +211,40 @@ def test_facts_index_checked(fake_gpu):
     with pytest.raises(ValueError, match="not a CUDA GPU"):
         gpu_facts("cpu")
     assert gpu_facts(torch.device("cuda", 0)).index == 0
+
+
+# ------------------------------------------------------------ bad input: unlisted neighbours (audit)
+
+
+def test_numpy_ints_are_ints_for_capabilities_and_device_indices(fake_gpu):
+    import numpy as np
+
+    assert chip_features((np.int64(8), np.int64(9))) == chip_features((8, 9))
+    fake_gpu("ada")
+    assert gpu_facts(np.int64(0)).name == "NVIDIA GeForce RTX 4090 D"
+
+
+@pytest.mark.parametrize("call", [lambda: gpu_facts(-1), lambda: hardware.usable_memory_gib(-3),
+                                  lambda: hardware.cuda_capability(-1)])
+def test_a_negative_device_index_is_refused_even_without_a_gpu(call, fake_gpu):
+    fake_gpu("none")
+    with pytest.raises(ValueError, match="device index must be an int >= 0"):
+        call()
+
+
+@pytest.mark.parametrize("name", [3, ("Tesla T4",), b"T4"])
+def test_chip_features_refuses_a_name_that_is_not_a_string(name):
+    with pytest.raises(ValueError, match="name must be a GPU name string"):
+        chip_features((7, 5), name)
+
+
+@pytest.mark.parametrize("key", [float("nan"), float("inf"), -1, "8"])
+def test_pick_for_memory_refuses_keys_that_are_not_finite_gib(key):
+    with pytest.raises(ValueError, match="full's keys must be finite GiB numbers"):
+        pick_for_memory(1, {key: 2})
+
+
+def test_pick_for_memory_accepts_numpy_keys():
+    import numpy as np
+
+    assert pick_for_memory(1, {np.int64(8): 2, np.float64(16.0): 3}) in (1, 2, 3)

@@ -237,3 +237,94 @@ def test_compiled_decode_step_matches_eager() -> None:
     model.setup_cache(2, 17)
     compiled = model.generate(prompt, 12, step=step)
     assert torch.equal(eager, compiled)
+
+
+# ------------------------------------------------------------------ bad input (issue 14): named, before any work
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"betas": (False, 0.9)}, "betas must be a pair"), ({"betas": ("a", 0.9)}, "betas must be a pair"),
+     ({"betas": (0.9, float("nan"))}, "betas must be a pair"), ({"betas": [0.9, 0.99]}, "betas must be a pair"),
+     ({"eps": float("inf")}, "eps must be a finite number"), ({"weight_decay": -0.1}, "weight_decay must be")],
+)
+def test_adamw16_refuses_bad_numbers_of_every_kind(kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        AdamW16([nn.Parameter(torch.zeros(2))], **kwargs)
+
+
+@pytest.mark.parametrize("params", [None, nn.Linear(2, 2), torch.zeros(2, requires_grad=True), "weights"])
+def test_adamw16_refuses_what_is_not_an_iterable_of_parameters(params) -> None:
+    with pytest.raises(ValueError, match="params must be an iterable of tensors"):
+        AdamW16(params)
+
+
+@pytest.mark.parametrize(
+    ("group", "match"),
+    [({"lr": "x"}, "param group's lr must be a finite number"), ({"lr": -1.0}, "param group's lr must be"),
+     ({"betas": (2, 2)}, "param group's betas must be a pair"), ({"eps": float("nan")}, "param group's eps")],
+)
+def test_adamw16_checks_each_param_group(group: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        AdamW16([{"params": [nn.Parameter(torch.zeros(2))], **group}])
+    opt = AdamW16([nn.Parameter(torch.zeros(2))])
+    with pytest.raises(ValueError, match=match):
+        opt.add_param_group({"params": [nn.Parameter(torch.zeros(3))], **group})
+    assert len(opt.param_groups) == 1
+
+
+def test_adamw16_step_refuses_a_closure_that_is_not_callable() -> None:
+    p = nn.Parameter(torch.ones(2))
+    p.grad = torch.ones(2)
+    opt = AdamW16([p])
+    with pytest.raises(ValueError, match="closure must be None or a function"):
+        opt.step(3)
+    assert torch.equal(p, torch.ones(2)) and not opt.state
+
+
+def test_lm_batches_refuses_a_device_it_cannot_use() -> None:
+    with pytest.raises(ValueError, match="device must be a str or torch.device"):
+        lm_batches(LANG, 1, 1, 4, None)  # type: ignore[arg-type]
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="device 'cuda' requested but no CUDA GPU"):
+            lm_batches(LANG, 1, 1, 4, "cuda")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"warmup": 11}, "warmup must be <= steps=10"), ({"optimizer": "adam"}, "optimizer must be None or a torch.optim"),
+     ({"progress": 1}, "progress must be True or False"), ({"desc": 3}, "desc must be a str or None"),
+     ({"lang": SyntheticLanguage(vocab=17, order=1)}, "lang has vocab=17 tokens but the model's vocab_size is 16")],
+)
+def test_train_lm_refuses_before_building_batches(kwargs: dict, match: str, monkeypatch) -> None:
+    torch.manual_seed(0)
+    model = GPT(CFG)
+    before = [p.clone() for p in model.parameters()]
+    monkeypatch.setattr("fp16lab.lm.lm_batches", lambda *a, **k: pytest.fail("batches built before the refusal"))
+    args = {"lang": LANG, "steps": 10, "batch": 2, "progress": False, **kwargs}
+    with pytest.raises(ValueError, match=match):
+        train_lm(model, args.pop("lang"), **args)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [(lambda m: lm_throughput(m, 1, optimizer="sgd"), "optimizer must be None or a torch.optim"),
+     (lambda m: state_bytes(None), "model must be a torch.nn.Module"),
+     (lambda m: state_bytes(m, "adam"), "optimizer must be None or a torch.optim"),
+     (lambda m: saved_activation_bytes("m", torch.zeros(1, 4, dtype=torch.long), torch.zeros(1, 4, dtype=torch.long)),
+      "model must be a torch.nn.Module"),
+     (lambda m: saved_activation_bytes(m, torch.zeros(1, 4), torch.zeros(1, 4, dtype=torch.long)),
+      "idx must hold integer ids"),
+     (lambda m: saved_activation_bytes(m, torch.zeros(1, 4, dtype=torch.long), torch.zeros(1, 2, dtype=torch.long)),
+      "targets must have the shape"),
+     (lambda m: sdpa_kernel_ran(None), "fn must be a function"),
+     (lambda m: sdpa_kernel_ran(torch.zeros(1)), "fn must be a function")],
+)
+def test_lm_helpers_refuse_bad_arguments_by_name(call, match: str) -> None:
+    model = GPT(CFG)
+    before = [p.clone() for p in model.parameters()]
+    with pytest.raises(ValueError, match=match):
+        call(model)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    assert all(p.grad is None for p in model.parameters())

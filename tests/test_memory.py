@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -258,3 +259,52 @@ def test_snapshot_summary_of_a_real_snapshot() -> None:
     s = snapshot_summary(snap)
     assert s.by_frame["mib"].sum() >= 8 and "test_memory.py" in s.by_frame.iloc[0]["where"]
     del x
+
+
+# ------------------------------------------------------------------ bad input (issue 14): named, before any work
+
+
+def test_run_or_oom_checks_device_and_labels_before_running() -> None:
+    ran = []
+    for kwargs, match in [({"device": "gpu"}, "device 'gpu' is not a device"),
+                          ({"oom": "x"}, "labels may not be named 'oom'"), ({"error": "x"}, "labels may not be named")]:
+        with pytest.raises(ValueError, match=match):
+            run_or_oom(lambda: ran.append(1) or {"a": 1}, **kwargs)
+    assert not ran  # refused before fn ran
+
+
+@pytest.mark.parametrize("result", [3.0, None, [("a", 1)], {"oom": 5}])
+def test_run_or_oom_says_when_fn_returns_no_row(result) -> None:
+    with pytest.raises(ValueError, match="fn must return a dict"):
+        run_or_oom(lambda: result)
+
+
+@pytest.mark.parametrize(("layers", "match"), [("abc", "layers must be a non-empty sequence"),
+                                               ([3, 0], r"layers\[1\] must be an int >= 1"),
+                                               ([3, 2.0], r"layers\[1\] must be an int"), (5, "layers must be")])
+def test_workload_refuses_bad_layers_by_position(layers, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        fragmentation_workload(layers=layers)
+
+
+@NO_CUDA
+def test_workload_accepts_numpy_ints_as_layers() -> None:
+    with pytest.raises(ValueError, match="no CUDA GPU"):  # past the layers check: only the device is missing
+        fragmentation_workload(layers=[np.int64(3), 2])
+
+
+@pytest.mark.parametrize("bad", [1, "01", None])
+def test_allocator_experiment_refuses_a_non_sequence_of_everies(bad) -> None:
+    with pytest.raises(ValueError, match="empty_cache_every must be a sequence"):
+        allocator_experiment(None, empty_cache_every=bad)
+
+
+@pytest.mark.parametrize(
+    ("snapshot", "match"),
+    [({"segments": None}, "'segments' is a list"), ({"segments": [{}]}, r"segments\[0\] lacks 'total_size'"),
+     ({"segments": [{"total_size": 1, "blocks": "x"}]}, r"segments\[0\] lacks"),
+     ({"segments": [{"total_size": 1, "blocks": [{"state": "inactive"}]}]}, r"segments\[0\]\['blocks'\]\[0\] lacks 'size'")],
+)
+def test_snapshot_summary_names_what_a_malformed_snapshot_lacks(snapshot, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        snapshot_summary(snapshot)

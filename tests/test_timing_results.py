@@ -226,3 +226,71 @@ def test_measure_or_reference_without_gpu_reads_the_reference(tmp_path, monkeypa
     for bad in ("", "a/b", "x.json", None):
         with pytest.raises(ValueError, match="name"):
             measure_or_reference(bad, lambda: pd.DataFrame())
+
+
+# ------------------------------------------------------------ bad input: unlisted neighbours (audit)
+
+
+@pytest.mark.parametrize("fn", [lambda x: x, lambda x, y=1: x, int.__add__])
+def test_time_fn_refuses_a_function_that_needs_arguments_before_calling_it(fn):
+    with pytest.raises(ValueError, match="fn must be callable with no arguments"):
+        time_fn(fn, min_run_time=0.01)
+
+
+def test_time_windows_checks_run_and_device_before_running():
+    from fp16lab.timing import time_windows
+
+    with pytest.raises(ValueError, match="run must be a function"):
+        time_windows(3, "cpu", 2)
+    with pytest.raises(ValueError, match="run must be callable with no arguments"):
+        time_windows(lambda n: n, "cpu", 2)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="device 'cuda'"):
+            time_windows(lambda: None, "cuda", 1)
+
+
+@pytest.mark.parametrize(
+    ("metadata", "match"),
+    [
+        ({1: "a"}, "metadata keys must be strings"),
+        ({"nested": {(1, 2): 3}}, "metadata keys must be strings"),
+        ({"t": torch.ones(3)}, "metadata cannot be stored as JSON.*not a single number"),
+        ({"a": {1, 2}}, "metadata cannot be stored as JSON"),
+    ],
+)
+def test_save_results_refuses_metadata_json_would_change_or_cannot_hold(tmp_path, metadata, match):
+    with pytest.raises(ValueError, match=match):
+        save_results(pd.DataFrame({"a": [1]}), tmp_path / "r.json", metadata)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_save_results_refuses_cells_json_cannot_hold_and_a_folder_path(tmp_path):
+    with pytest.raises(ValueError, match="frame cannot be stored"):
+        save_results(pd.DataFrame({"a": [object()]}), tmp_path / "r.json", {})
+    with pytest.raises(ValueError, match="frame cannot be stored"):
+        save_results(pd.DataFrame([[1, 2]], columns=["a", "a"]), tmp_path / "r.json", {})
+    (tmp_path / "d.json").mkdir()
+    with pytest.raises(ValueError, match="is a folder"):
+        save_results(pd.DataFrame({"a": [1]}), tmp_path / "d.json", {})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.json"]
+    # numpy/torch scalars in cells and metadata are stored as plain numbers (round trip)
+    save_results(pd.DataFrame({"a": [torch.tensor(2.5)]}), tmp_path / "ok.json", {"n": torch.tensor(3)})
+    frame, meta = load_results(tmp_path / "ok.json")
+    assert frame["a"].tolist() == [2.5] and meta == {"n": 3}
+
+
+def test_load_results_refuses_rows_that_are_not_records(tmp_path):
+    (tmp_path / "r.json").write_text(json.dumps({"metadata": {}, "rows": [1, 2]}))
+    with pytest.raises(ValueError, match="not an fp16lab results file"):
+        load_results(tmp_path / "r.json")
+    with pytest.raises(FileNotFoundError, match="is a folder"):
+        load_results(tmp_path)
+
+
+def test_load_reference_of_a_misspelt_name_names_the_close_ones(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    save_results(pd.DataFrame({"a": [1]}), tmp_path / "align_sweep.json", {"device_type": "cuda"})
+    assert load_reference("align_swep") == (None, None)
+    assert "'align_sweep'" in capsys.readouterr().out
+    assert load_reference("unrelated") == (None, None)
+    assert "similar" not in capsys.readouterr().out

@@ -35,6 +35,7 @@ __all__ = [
     "summarise",
     "verdict",
     "targets_table",
+    "check_frame",
 ]
 
 FLOP_METHOD = (
@@ -88,6 +89,7 @@ def add_mfu(frame: pd.DataFrame, flops_per_image: float, peak_tflops: float | No
     ``flops_per_image`` is per image per step (``model_flops(...)['train']`` for training).
     ``peak_tflops=None`` (a CPU, or a GPU not in the peak table) gives NaN MFU.
     """
+    check_frame("frame", frame, ("img_per_s",))
     flops = positive_float("flops_per_image", flops_per_image)
     peak = math.nan if peak_tflops is None else positive_float("peak_tflops", peak_tflops)
     out = frame.copy()
@@ -124,6 +126,18 @@ TARGETS: tuple[Target, ...] = (
 """The targets on the H200 (ResNet-50 training at batch 256, Adam, synthetic data)."""
 
 
+def check_frame(name: str, frame: object, columns: Sequence[str]) -> pd.DataFrame:
+    """``frame`` when it is a DataFrame of benchmark rows: empty, or with every one of ``columns``."""
+    if not isinstance(frame, pd.DataFrame):
+        raise ValueError(f"{name} must be a pandas DataFrame of benchmark rows (BenchResult.frame), "
+                         f"got {type(frame).__name__}")
+    missing = [c for c in columns if c not in frame.columns]
+    if len(frame) and missing:
+        raise ValueError(f"{name} lacks the column(s) {missing!r} of benchmark rows (run_benchmark(...).frame); "
+                         f"it has {list(frame.columns)[:12]!r}")
+    return frame
+
+
 def _ok(frame: pd.DataFrame, batch: int | None) -> pd.DataFrame:
     if frame.empty or "status" not in frame:
         return frame.iloc[0:0]
@@ -151,7 +165,7 @@ class _Ratios:
         rep = f[part == "repeat"]
         self.rounds = rep.pivot_table(index="round", columns="config", values="img_per_s", aggfunc="first") \
             if not rep.empty else pd.DataFrame()
-        self.comp = f[part == "comparison"].set_index("config")
+        self.comp = f[part == "comparison"].set_index("config") if "config" in f else pd.DataFrame()
 
     def values(self, num: str, den: str, quantity: str) -> tuple[list[float], str]:
         t = self.rounds
@@ -192,6 +206,12 @@ def targets_table(
 
     ``batch=None`` uses the first comparison batch size in ``frame`` (the targets are at 256).
     """
+    check_frame("frame", frame, ("config", "status", "batch_size"))
+    if isinstance(targets, Target) or not isinstance(targets, Sequence) or not targets \
+            or not all(isinstance(t, Target) for t in targets):
+        raise ValueError(f"targets must be a non-empty list of Target (default TARGETS), got {targets!r:.80}")
+    if batch is not None:
+        batch = positive_int("batch", batch)
     if batch is None and not frame.empty and "batch_size" in frame:
         comp = frame[frame["part"] == "comparison"] if "part" in frame else frame
         batch = int(comp["batch_size"].iloc[0]) if len(comp) else None

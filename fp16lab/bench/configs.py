@@ -8,6 +8,7 @@ recommends and :data:`COMPILED` the same recipe compiled. Nothing here measures 
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -335,6 +336,13 @@ def parse_model(model: object) -> ModelSpec:
             f"({type(model).__name__}); pass e.g. lambda: {type(model).__name__}() or lambda: copy.deepcopy(net)"
         )
     if callable(model):
+        try:
+            inspect.signature(model).bind()
+        except TypeError:
+            raise ValueError(f"model: a model factory must be callable with no arguments (lambda: MyNet()), "
+                             f"got {model!r:.80} with signature {inspect.signature(model)}") from None
+        except ValueError:  # no signature to check (some builtins)
+            pass
         name = getattr(model, "__name__", type(model).__name__)
         return ModelSpec("custom" if name == "<lambda>" else str(name), model)
     raise ValueError(f"model must be a torchvision model name or a function returning an nn.Module, got {model!r}")
@@ -345,6 +353,9 @@ def parse_model(model: object) -> ModelSpec:
 
 def parse_configs(configs: Iterable[object], *, name: str = "configs") -> list[BenchConfig]:
     """Each entry as a :class:`BenchConfig` (a name from :data:`CONFIGS`, or a config object); no repeats."""
+    if isinstance(configs, (str, bytes, BenchConfig)) or not isinstance(configs, Iterable):
+        raise ValueError(f"{name} must be a list of configuration names or BenchConfigs, got {configs!r:.80} "
+                         f"(one configuration: [{configs!r:.40}])")
     out: list[BenchConfig] = []
     for c in configs:
         if isinstance(c, BenchConfig):
@@ -375,13 +386,16 @@ def unsupported_reason(cfg: BenchConfig, device: torch.device) -> str | None:
     return None
 
 
-def validate_batch_sizes(batch_sizes: Sequence[object], *, name: str = "batch_sizes") -> list[int]:
-    """Batch sizes as a non-empty list of positive ints (bools refused)."""
+def validate_batch_sizes(batch_sizes: Sequence[object], *, name: str = "batch_sizes",
+                         allow_empty: bool = False) -> list[int]:
+    """Batch sizes as a list of distinct positive ints (bools refused), non-empty unless ``allow_empty``."""
     if isinstance(batch_sizes, (str, bytes)) or not isinstance(batch_sizes, Sequence):
         raise ValueError(f"{name} must be a list of positive ints, got {batch_sizes!r}")
     out = [positive_int(f"{name} entry", b) for b in batch_sizes]
-    if not out:
+    if not out and not allow_empty:
         raise ValueError(f"{name}: no batch sizes given; pass at least one positive int, e.g. [256]")
+    if len(set(out)) != len(out):
+        raise ValueError(f"{name} repeat a batch size: {out!r}; each is measured once (use rounds= for repeats)")
     return out
 
 

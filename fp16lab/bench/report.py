@@ -10,9 +10,9 @@ from typing import Any
 
 import pandas as pd
 
-from fp16lab.bench.analysis import targets_table
+from fp16lab.bench.analysis import check_frame, targets_table
 from fp16lab.bench.configs import ARTICLE_CLAIM, CONFIGS, RECOMMENDED, validate_output
-from fp16lab.checks import one_of
+from fp16lab.checks import instance, one_of, positive_int
 from fp16lab.results import load_results, save_results
 
 __all__ = [
@@ -30,6 +30,7 @@ _NUMERIC = (
     "img_per_s", "img_per_s_min", "img_per_s_max", "spread", "step_ms", "peak_mem_gb", "peak_reserved_gb",
     "baseline_gb", "warmup_s", "first_step_s", "tflops", "mfu", "round",
 )
+_ROW_COLUMNS = ("config", "label", "batch_size", "status", "img_per_s")  # what every table here reads
 
 
 @dataclass
@@ -126,6 +127,7 @@ def comparison_table(frame: pd.DataFrame, part: str = "comparison") -> pd.DataFr
     end of its first step (torch.compile compiles there, cuDNN autotunes). Rows that did not run
     show their status ('OOM', 'error', 'timeout', 'skipped') in ``img/s`` and why in ``note``.
     """
+    check_frame("frame", frame, _ROW_COLUMNS)
     one_of("part", part, ("comparison", "sweep", "explore"))
     cols = ["config", "label", "batch", "img/s", "spread", "MFU", "GB", "first step s", "x_article",
             "x_fp32_default", "note"]
@@ -159,8 +161,13 @@ def profile_table(metadata: dict[str, Any]) -> pd.DataFrame:
     From a run's ``metadata["step_profile"]`` (``run_benchmark(..., profile=[...])``); empty when none
     was recorded. A profile that failed shows its error in a row ``error``.
     """
+    if not isinstance(metadata, dict):
+        raise ValueError(f"metadata must be a run's metadata dict (BenchResult.metadata), got {type(metadata).__name__}")
+    profiles = metadata.get("step_profile") or {}
+    if not isinstance(profiles, dict):
+        raise ValueError(f"metadata['step_profile'] must map configuration names to rows, got {profiles!r:.80}")
     cols: dict[str, pd.Series] = {}
-    for name, rows in (metadata.get("step_profile") or {}).items():
+    for name, rows in profiles.items():
         f = pd.DataFrame(rows)
         if "error" in f:
             cols[name] = pd.Series({"error": f["error"].iloc[0]})
@@ -181,6 +188,11 @@ def side_by_side(
     """
     for name in (fp32, half):
         one_of("fp32/half", name, list(CONFIGS))
+    if not isinstance(results, dict) or not all(isinstance(k, str) and isinstance(v, BenchResult)
+                                                for k, v in results.items()):
+        raise ValueError(f"results must be a dict of source name -> BenchResult, got {results!r:.80}")
+    if batch is not None:
+        batch = positive_int("batch", batch)
     a32, a16 = ARTICLE_CLAIM["rows"]
     rows = [{
         "source": "the article (cited)", "gpu": ARTICLE_CLAIM["gpu"], "date": "", "batch": math.nan,
@@ -222,8 +234,16 @@ def plot_results(frame: pd.DataFrame, path: "str | os.PathLike[str] | None" = No
     """
     import matplotlib.pyplot as plt
 
+    check_frame("frame", frame, _ROW_COLUMNS)
+    if path is not None:
+        out = Path(instance("path", path, (str, os.PathLike), "a file path (str or pathlib.Path) or None"))
+        if out.is_dir() or not out.parent.is_dir():
+            raise ValueError(f"path {str(out)!r} must be a file in an existing folder")
+    instance("title", title, str, "a string")
     t = pd.concat([comparison_table(frame).assign(explore=False), comparison_table(frame, "explore").assign(explore=True)])
     t = t[t["img/s"].apply(lambda v: isinstance(v, (int, float)))]
+    if t.empty:
+        raise ValueError("frame has no comparison or exploration rows that ran (status 'ok'): nothing to plot")
     fig, axes = plt.subplots(1, 2, figsize=(12, 0.45 * max(len(t), 4) + 1.5), sharey=True)
     labels = [f"{r.label} (b={r.batch})" for r in t.itertuples()]
     colours = ["#1a7f37" if c == RECOMMENDED else ("#cf222e" if c == "article" else "#5a6f8c") for c in t["config"]]

@@ -48,6 +48,7 @@ from fp16lab.bench.report import BenchResult
 from fp16lab.checks import boolean, instance, one_of, positive_float, positive_int
 from fp16lab.device import choose_device, free_memory
 from fp16lab.precision import parse_precision
+from fp16lab.results import _metadata_json
 
 __all__ = ["Plan", "make_plan", "run_benchmark"]
 
@@ -91,6 +92,8 @@ def _optional_seconds(name: str, value: object) -> float | None:
 def _filter(cfgs: list[BenchConfig], precisions: Sequence[str] | None) -> list[BenchConfig]:
     if precisions is None:
         return cfgs
+    if isinstance(precisions, (str, bytes)) or not isinstance(precisions, Sequence):
+        raise ValueError(f"precisions must be a list of precision names such as ['fp16', 'bf16'], got {precisions!r}")
     keep = {parse_precision(p, name="precisions") for p in precisions}
     out = [c for c in cfgs if c.precision in keep]
     if not out:
@@ -111,6 +114,8 @@ def make_plan(model: ModelArg, configs: Sequence[ConfigArg] | None, batch_sizes:
     one_of("task", task, TASKS)
     dev = choose_device(device)
     cfgs = _filter(parse_configs(configs if configs is not None else default_configs(dev)), precisions)
+    if not cfgs:
+        raise ValueError("configs is empty: give at least one configuration name (or None for the defaults)")
     names = [c.name for c in cfgs]
     if repeat is None:
         rep = [c for c in cfgs if c.name in REPEATED]
@@ -120,7 +125,7 @@ def make_plan(model: ModelArg, configs: Sequence[ConfigArg] | None, batch_sizes:
         if stray:
             raise ValueError(f"repeat: {stray!r} are not among the configurations {names!r}; add them to configs")
     sizes = validate_batch_sizes(batch_sizes)
-    sweep_sizes = validate_batch_sizes(sweep_batch_sizes, name="sweep_batch_sizes") if len(sweep_batch_sizes) else []
+    sweep_sizes = validate_batch_sizes(sweep_batch_sizes, name="sweep_batch_sizes", allow_empty=True)
     scfgs = parse_configs(sweep_configs, name="sweep_configs") if sweep_sizes else []
     sweep = [(c, b) for c in scfgs for b in sweep_sizes if (c.name, b) not in {(n, s) for n in names for s in sizes}]
     exp = parse_configs(explore, name="explore")
@@ -393,12 +398,12 @@ def run_benchmark(
                      sweep_configs=sweep_configs, explore=explore, precisions=precisions, settings=settings,
                      device=device, task=task, time_budget_s=time_budget_s, compile_timeout_s=compile_timeout_s,
                      profile=profile)
-    out = validate_output(output) if output is not None else None
     boolean("progress", progress)
     if metadata is not None:
-        instance("metadata", metadata, dict, "a dict or None")
+        _metadata_json(metadata)  # a dict JSON can hold: refused now, not when the first row is saved
     if opener is not None and not callable(opener):
         raise ValueError(f"opener must be a callable returning a Session, got {opener!r}")
+    out = validate_output(output) if output is not None else None  # last: it creates the folder
     result = _Runner(plan, _metadata(plan, metadata), out, opener or Session, progress).run()
     if out is not None:
         result.path = out

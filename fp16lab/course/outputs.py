@@ -277,16 +277,16 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the outputs subcommands to ``parser`` (used by both command lines)."""
     sub = parser.add_subparsers(dest="outputs_command", required=True, metavar="COMMAND")
     run = sub.add_parser("run", help="execute notebooks in place and stamp them")
-    run.add_argument("notebooks", nargs="+")
-    run.add_argument("--timeout", type=int, default=1200, help="seconds per cell (default 1200)")
+    run.add_argument("notebooks", nargs="+", type=_paths.notebook_file)
+    run.add_argument("--timeout", type=_paths.positive_seconds, default=1200, help="seconds per cell (default 1200)")
     run.add_argument("--reference", action="store_true",
                      help="a reference run: lessons save measurements to results/ (not results/local/)")
     run.set_defaults(func=_run)
     chk = sub.add_parser("check", help="list notebooks whose outputs are stale (exit 1 if any)")
-    chk.add_argument("notebooks", nargs="*", help="default: every notebooks/NN_*.ipynb")
+    chk.add_argument("notebooks", nargs="*", type=_paths.notebook_file, help="default: every notebooks/NN_*.ipynb")
     chk.set_defaults(func=_check)
     note = sub.add_parser("note", help="refresh the reference note from the stored stamp (no re-run)")
-    note.add_argument("notebooks", nargs="*", help="default: every notebooks/NN_*.ipynb")
+    note.add_argument("notebooks", nargs="*", type=_paths.notebook_file, help="default: every notebooks/NN_*.ipynb")
     note.set_defaults(func=_note)
     return parser
 

@@ -7,6 +7,7 @@ same from a clone, an editable install, a worktree, or a lesson's kernel running
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 from pathlib import Path
@@ -25,6 +26,8 @@ __all__ = [
     "lessons",
     "LESSON_GLOB",
     "CURRICULUM",
+    "notebook_file",
+    "positive_seconds",
 ]
 
 ROOT_ENV = "FP16LAB_ROOT"
@@ -135,3 +138,24 @@ def start_page(root: "str | Path | None" = None) -> Path:
 def lessons(folder: "str | Path | None" = None) -> list[Path]:
     """The lessons ``NN_name.ipynb`` in ``folder`` (default: notebooks/), in order."""
     return sorted(Path(folder or notebooks_dir()).glob(LESSON_GLOB))
+
+
+def notebook_file(value: str) -> Path:
+    """A command-line notebook argument: an existing ``.ipynb`` file, else an error that quotes it."""
+    p = Path(value)
+    if p.suffix != ".ipynb" or not p.is_file():
+        why = "does not exist" if not p.exists() else "is not a .ipynb file"
+        raise argparse.ArgumentTypeError(f"{value!r} {why}; give a notebook such as "
+                                         "notebooks/02_amp_training_loop.ipynb")
+    return p
+
+
+def positive_seconds(value: str) -> int:
+    """A command-line time limit: a whole number of seconds >= 1, else an error that quotes it."""
+    try:
+        seconds = int(value)
+    except ValueError:
+        seconds = 0
+    if seconds < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of seconds >= 1, got {value!r}")
+    return seconds

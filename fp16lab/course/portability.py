@@ -241,12 +241,12 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Sub-commands ``run`` and ``table`` (``python -m fp16lab portability ...``)."""
     sub = parser.add_subparsers(dest="portability_command", required=True)
     r = sub.add_parser("run", help="run lessons under hardware profiles on a CUDA GPU and record the rows")
-    r.add_argument("lessons", nargs="+", help="lesson notebooks")
+    r.add_argument("lessons", nargs="+", type=paths.notebook_file, help="lesson notebooks")
     r.add_argument("--profiles", nargs="+", default=list(PROFILE_KEYS[1:]), choices=PROFILE_KEYS,
                    help="profiles to run (default: all but 'none')")
     r.add_argument("--full", action="store_true", help="full steps instead of a profile smoke run")
     r.add_argument("--jobs", type=int, default=1, help="lessons run at once (default 1)")
-    r.add_argument("--timeout", type=int, default=900, help="seconds a cell (default 900)")
+    r.add_argument("--timeout", type=paths.positive_seconds, default=900, help="seconds a cell (default 900)")
     r.set_defaults(func=lambda a: _cli_run(a))
     t = sub.add_parser("table", help="print the matrix as markdown (--write: into the instructor guide)")
     t.add_argument("--write", action="store_true", help="update the matrix in notebooks/INSTRUCTORS.md")
