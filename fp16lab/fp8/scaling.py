@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from fp16lab.checks import boolean, one_of
+from fp16lab.checks import boolean, one_of, values_readable
 from fp16lab.numerics import format_info, parse_format
 
 __all__ = ["FP8_FORMATS", "GRANULARITIES", "Quantized", "amax_scale", "quantize", "quantization_error", "scaling_table"]
@@ -45,7 +45,8 @@ def _float_tensor(name: str, x: object) -> torch.Tensor:
         raise ValueError(f"{name} must be a non-empty floating-point tensor of 1 or more dimensions, got {_what(x)}")
     if x.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
         raise ValueError(f"{name} is already FP8 ({x.dtype}); give the high-precision tensor")
-    if not bool(torch.isfinite(x).all()):  # an inf amax makes the scale 0: every value would become 0 or NaN
+    # an inf amax makes the scale 0: every value would become 0 or NaN. Read only where free (no GPU sync).
+    if values_readable(x) and not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name} holds {int((~torch.isfinite(x)).sum())} inf/NaN values; amax scaling needs finite "
                          "values (find where they come from with fp16lab.debug.first_nonfinite)")
     return x
@@ -120,7 +121,8 @@ def quantize(
 
     Defaults: ``fmt="fp8_e4m3"``, ``granularity="tensor"`` (``"row"``: one scale per row of the
     last dimension, e.g. per token of an activation), ``power_of_2=False``. The scale is computed
-    from ``x`` itself ("current" or "dynamic" scaling), so nothing overflows.
+    from ``x`` itself ("current" or "dynamic" scaling), so nothing overflows. ``x`` must be finite
+    (an inf amax would scale everything to 0): checked where reading values is free (CPU tensors).
     """
     x = _float_tensor("x", x)
     name = _fp8_format(fmt)
