@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from fp16lab.device import model_device, resolve_device
+from fp16lab.step import check_scheduler_drives
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -180,9 +181,18 @@ def _check_objects(model: object, optimizer: object, scaler: object, scheduler: 
         raise ValueError(f"optimizer must be a torch.optim.Optimizer or None, got {type(optimizer).__name__}")
     if scaler is not None and not isinstance(scaler, torch.amp.GradScaler):
         raise ValueError(f"scaler must be a torch.amp.GradScaler or None, got {type(scaler).__name__}")
-    if scheduler is not None and not (hasattr(scheduler, "state_dict") and hasattr(scheduler, "load_state_dict")):
+    if scheduler is not None and (isinstance(scheduler, type) or not (
+            hasattr(scheduler, "state_dict") and hasattr(scheduler, "load_state_dict"))):
         raise ValueError(f"scheduler must be an LR scheduler (with state_dict/load_state_dict) or None, "
-                         f"got {type(scheduler).__name__}")
+                         f"got {scheduler.__name__ + ' (a class: pass an instance)' if isinstance(scheduler, type) else type(scheduler).__name__}")
+    if optimizer is not None:
+        mine = {id(p) for p in model.parameters()}
+        held = [id(q) for g in optimizer.param_groups for q in g["params"]]
+        if held and not any(q in mine for q in held):  # extra parameters (e.g. a loss's own) are fine
+            raise ValueError(f"optimizer holds none of this model's parameters ({len(held)} others): it was built on "
+                             "another model, or before the model was changed; build it from model.parameters()")
+    if scheduler is not None:
+        check_scheduler_drives(scheduler, optimizer)
 
 
 # ---------------------------------------------------------------- read and check

@@ -7,6 +7,7 @@ argument, quotes the value and says what is allowed. ``bool`` is never accepted 
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 from collections.abc import Sequence
@@ -14,6 +15,7 @@ from typing import Any, TypeVar
 
 __all__ = [
     "positive_int",
+    "function",
     "non_negative_int",
     "positive_float",
     "one_of",
@@ -40,6 +42,34 @@ def positive_int(name: str, value: object, *, minimum: int = 1) -> int:
 def non_negative_int(name: str, value: object) -> int:
     """``value`` as an ``int`` >= 0; bools and floats are refused."""
     return positive_int(name, value, minimum=0)
+
+
+def function(name: str, value: object, what: str, *, n_args: int, optional: bool = False,
+             classes: bool = False) -> Any:
+    """``value`` when it can be called with ``n_args`` positional arguments (None too with ``optional``).
+
+    A class is refused unless ``classes`` (the usual slip: ``nn.CrossEntropyLoss`` for
+    ``nn.CrossEntropyLoss()``); a function whose signature cannot take ``n_args`` arguments
+    is refused before it is first called. Callables without a readable signature pass.
+    """
+    if value is None and optional:
+        return None
+    allowed = f"{what}{' or None' if optional else ''}"
+    if not callable(value):
+        raise ValueError(f"{name} must be {allowed}, got {_short(value)}")
+    if isinstance(value, type) and not classes:
+        raise ValueError(f"{name} must be {allowed}, got the class {value.__name__}: pass an instance, "
+                         f"e.g. {value.__name__}()")
+    try:
+        sig = inspect.signature(value)
+    except (TypeError, ValueError):  # builtins and C functions: nothing to check before the call
+        return value
+    try:
+        sig.bind(*([None] * n_args))
+    except TypeError as exc:
+        raise ValueError(f"{name} must be {allowed}, called with {n_args} argument(s), but "
+                         f"{getattr(value, '__qualname__', type(value).__name__)}{sig} cannot be ({exc})") from None
+    return value
 
 
 def positive_float(name: str, value: object, *, allow_zero: bool = False) -> float:
@@ -115,7 +145,7 @@ def _as_tuple(types: "type | tuple[type, ...]") -> tuple[type, ...]:
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
+    text = " ".join(repr(value).split())  # one line, also for multi-line reprs (optimizers, modules)
     if len(text) > 80:
         text = text[:77] + "..."
     return f"{text} ({type(value).__name__})"

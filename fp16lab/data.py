@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from fp16lab.checks import non_negative_int, positive_float, positive_int
+from fp16lab.checks import positive_float, positive_int
 from fp16lab.device import resolve_device
 
 __all__ = ["CLASS_NAMES", "ShapesDataset", "AugmentedShapes", "make_loaders", "small_cnn"]
@@ -46,6 +46,13 @@ def _check_int(name: str, value: object, low: int, high: int | None = None) -> i
     if high is not None and v > high:
         raise ValueError(f"{name} must be an int in [{low}, {high}], got {value!r}")
     return v
+
+
+_MAX_SEED = 2**64 - 1  # the largest seed torch.Generator.manual_seed takes
+
+
+def _check_seed(seed: object, high: int = _MAX_SEED) -> int:
+    return _check_int("seed", seed, 0, high)
 
 
 def _check_noise(noise: object) -> float:
@@ -135,7 +142,7 @@ class ShapesDataset(Dataset):
         self.n = _check_int("n", n, 1)
         self.image_size = _check_int("image_size", image_size, 8)
         self.num_classes = _check_int("num_classes", num_classes, 2, len(CLASS_NAMES))
-        self.seed = non_negative_int("seed", seed)
+        self.seed = _check_seed(seed)
         self.noise = _check_noise(noise)
         self.images, self.labels = _generate(self.n, self.image_size, self.num_classes, self.seed, self.noise)
 
@@ -186,7 +193,8 @@ class AugmentedShapes(Dataset):
     """
 
     def __init__(self, n: int, image_size: int = 64, num_classes: int = 10, *, seed: int = 0, pad: int = 4) -> None:
-        self.pad = _check_int("pad", pad, 0)
+        size = _check_int("image_size", image_size, 8)
+        self.pad = _check_int("pad", pad, 0, size - 1)  # reflect padding needs pad < the image size
         self.base = ShapesDataset(n, image_size, num_classes, seed=seed)
         self.images, self.labels = self.base.images, self.base.labels
 
@@ -230,7 +238,7 @@ def make_loaders(
     n_train, n_val = _check_int("n_train", n_train, 1), _check_int("n_val", n_val, 1)
     _check_int("image_size", image_size, 8)
     _check_int("num_classes", num_classes, 2, len(CLASS_NAMES))
-    seed = non_negative_int("seed", seed)
+    seed = _check_seed(seed, _MAX_SEED - 1)  # the validation set uses seed + 1
     _check_noise(noise)
     _check_int("batch_size", batch_size, 1)
     _check_int("num_workers", num_workers, 0)

@@ -24,7 +24,7 @@ it (history, checkpoints, divergence) is :func:`fp16lab.train.fit`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fp16lab.checks import boolean, positive_float
+from fp16lab.checks import boolean, function, positive_float
 from fp16lab.device import model_device, resolve_device
 from fp16lab.precision import Precision, autocast, parse_precision
 
@@ -64,15 +64,29 @@ class StepResult:
 # ---------------------------------------------------------------- argument checks (one place)
 
 
-def _callable(name: str, value: object, what: str) -> Any:
-    if value is not None and not callable(value):
-        raise ValueError(f"{name} must be {what} or None, got {value!r}")
-    return value
+def _loss_fn(value: object) -> LossFn:
+    """``loss_fn`` checked (a function of (outputs, targets); None: cross-entropy)."""
+    fn: LossFn | None = function("loss_fn", value, "a function (outputs, targets) -> loss", n_args=2, optional=True)
+    return fn or F.cross_entropy
 
 
-def _check_scheduler(scheduler: object) -> None:
-    if scheduler is not None and not callable(getattr(scheduler, "step", None)):
-        raise ValueError(f"scheduler must be an LR scheduler (with .step()) or None, got {scheduler!r}")
+def _check_scheduler(scheduler: object, optimizer: object) -> None:
+    """An LR scheduler instance (not its class) that drives ``optimizer`` (None passes)."""
+    if scheduler is None:
+        return
+    if isinstance(scheduler, type) or not callable(getattr(scheduler, "step", None)):
+        raise ValueError(f"scheduler must be an LR scheduler (with .step()) or None, got {scheduler!r:.80}"
+                         + (": pass an instance built on the optimizer" if isinstance(scheduler, type) else ""))
+    check_scheduler_drives(scheduler, optimizer)
+
+
+def check_scheduler_drives(scheduler: object, optimizer: object) -> None:
+    """Refuse a scheduler built on another optimizer (it would never change this one's learning rate)."""
+    driven = getattr(scheduler, "optimizer", None)
+    if optimizer is not None and isinstance(driven, torch.optim.Optimizer) and driven is not optimizer:
+        raise ValueError("scheduler: it was built on another optimizer than the one given, so it would not change "
+                         "this optimizer's learning rate; build it on this optimizer (e.g. "
+                         f"{type(scheduler).__name__}(optimizer, ...))")
 
 
 def _check_core(model: object, optimizer: object, scaler: object) -> list[torch.nn.Parameter]:
@@ -103,6 +117,20 @@ def _check_core(model: object, optimizer: object, scaler: object) -> list[torch.
 
 def _resolve_run_device(model: nn.Module, device: "torch.device | str | None") -> torch.device:
     return resolve_device(device) if device is not None else model_device(model)
+
+
+def _check_loader(name: str, loader: object) -> int | None:
+    """``loader`` is an iterable of batches (not a tensor, string or dict), not empty; its len() or None."""
+    if not isinstance(loader, Iterable) or isinstance(loader, (torch.Tensor, str, bytes, Mapping)):
+        raise ValueError(f"{name} must be an iterable of (inputs, targets) batches (a DataLoader or a list of "
+                         f"pairs), got {type(loader).__name__}")
+    try:
+        n_batches: int | None = len(loader)  # type: ignore[arg-type]
+    except TypeError:
+        n_batches = None
+    if n_batches == 0:
+        raise ValueError(f"{name} is empty (len({name}) == 0): it holds no batches")
+    return n_batches
 
 
 def _check_scaler_fits(scaler: torch.amp.GradScaler | None, p: Precision) -> None:
@@ -139,10 +167,11 @@ def _trainable(model: nn.Module) -> list[torch.nn.Parameter]:
 def _split(batch: object) -> tuple[torch.Tensor, torch.Tensor]:
     if isinstance(batch, (list, tuple)) and len(batch) == 2 and all(isinstance(t, torch.Tensor) for t in batch):
         return batch[0], batch[1]
-    raise ValueError(
-        f"each batch must be a pair (inputs, targets) of tensors, got {type(batch).__name__}"
-        + (f" of length {len(batch)}" if isinstance(batch, (list, tuple)) else "")
-    )
+    parts = ""
+    if isinstance(batch, (list, tuple)):
+        parts = f" of length {len(batch)}" + (f" ({', '.join(type(t).__name__ for t in batch)})" if len(batch) <= 4 else "")
+    raise ValueError(f"each batch must be a pair (inputs, targets) of tensors, got {type(batch).__name__}{parts}"
+                     + ("; convert numpy arrays with torch.from_numpy" if "ndarray" in parts else ""))
 
 
 def _n_samples(y: torch.Tensor) -> int:
@@ -164,6 +193,10 @@ def _check_loss(loss: object) -> torch.Tensor:
             f"loss_fn must return one number (a 0-d tensor), got a tensor of shape {tuple(loss.shape)}: use the "
             "batch mean, e.g. nn.CrossEntropyLoss(reduction='mean') instead of reduction='none'"
         )
+    if torch.is_grad_enabled() and not loss.requires_grad:
+        raise ValueError("loss_fn returned a tensor that does not depend on the model's outputs (no grad_fn), so "
+                         "there is nothing to backpropagate: compute the loss from the outputs it is given "
+                         "(not with .item(), .detach() or torch.tensor(...))")
     return loss
 
 
@@ -193,6 +226,9 @@ def _step(
     """:func:`train_step` on parsed arguments (fit calls this: nothing is re-validated per step)."""
     pairs = [_split(b) for b in batches]
     sizes = [_n_samples(y) for _, y in pairs]
+    if 0 in sizes:
+        raise ValueError(f"micro-batch {sizes.index(0) + 1} of {len(sizes)} holds no samples (targets of shape "
+                         f"{tuple(pairs[sizes.index(0)][1].shape)}): the loader yielded an empty batch")
     samples = sum(sizes)
     lr = float(optimizer.param_groups[0]["lr"])
     loss_sum = torch.zeros((), device=dev)
@@ -288,10 +324,10 @@ def train_step(
         raise ValueError(f"batches must be a non-empty list of (inputs, targets) micro-batches, got {batches!r:.80}")
     p = parse_precision(precision)
     _check_scaler_fits(scaler, p)
-    _check_scheduler(scheduler)
+    _check_scheduler(scheduler, optimizer)
     return _step(
         model, optimizer, scaler, batches, p=p, dev=_resolve_run_device(model, device), params=params,
-        loss_fn=_callable("loss_fn", loss_fn, "a function (outputs, targets) -> loss") or F.cross_entropy,
+        loss_fn=_loss_fn(loss_fn),
         clip=positive_float("clip_grad_norm", clip_grad_norm) if clip_grad_norm is not None else None,
         scheduler=scheduler, channels_last=boolean("channels_last", channels_last),
         track_grad_norm=boolean("track_grad_norm", track_grad_norm), scale_before=scaler.get_scale(),
@@ -315,11 +351,10 @@ def evaluate(
     """
     if not isinstance(model, nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    if not isinstance(loader, Iterable) or isinstance(loader, torch.Tensor):
-        raise ValueError(f"loader must be an iterable of (inputs, targets) batches, got {type(loader).__name__}")
+    _check_loader("loader", loader)
     dev = resolve_device(device) if device is not None else model_device(model, default=torch.device("cpu"))
     return _evaluate(model, loader, parse_precision(precision), dev,
-                     _callable("loss_fn", loss_fn, "a function (outputs, targets) -> loss") or F.cross_entropy,
+                     _loss_fn(loss_fn),
                      boolean("channels_last", channels_last))
 
 

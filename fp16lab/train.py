@@ -24,7 +24,6 @@ from typing import Any
 
 import pandas as pd
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from fp16lab.checkpoint import (
@@ -39,17 +38,18 @@ from fp16lab.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from fp16lab.checks import boolean, positive_float, positive_int
+from fp16lab.checks import boolean, function, positive_float, positive_int
 from fp16lab.precision import Precision, check_precision_supported, precision_context
 from fp16lab.step import (
     Batch,
     LossFn,
     StepResult,
-    _callable,
     _check_core,
+    _check_loader,
     _check_scaler_fits,
     _check_scheduler,
     _evaluate,
+    _loss_fn,
     _resolve_run_device,
     _split,
     _step,
@@ -189,6 +189,11 @@ class _Stream:
             except StopIteration:
                 empty = self.pos == 0
                 self._it, self.pos = None, 0
+                if empty and self.epoch > 0 and isinstance(self.loader, Iterator):
+                    raise ValueError(
+                        f"loader: an iterator, used up after epoch {self.epoch}: it can be iterated only once. Pass "
+                        "a DataLoader or a list of batches (they start over each epoch), or ask for fewer steps"
+                    ) from None
                 if empty:
                     raise ValueError(
                         "the loader yielded no batches (is the dataset empty, or drop_last with too few items?)"
@@ -233,14 +238,7 @@ class _Plan:
 
 def _loader_facts(loader: object) -> dict[str, int | None]:
     """What a resume must find unchanged: the loader's batch size and batches per epoch."""
-    if not isinstance(loader, Iterable) or isinstance(loader, (torch.Tensor, str, bytes)):
-        raise ValueError(f"loader must be an iterable of (inputs, targets) batches, got {type(loader).__name__}")
-    try:
-        n_batches: int | None = len(loader)  # type: ignore[arg-type]
-    except TypeError:
-        n_batches = None
-    if n_batches == 0:
-        raise ValueError("the loader is empty (len(loader) == 0): nothing to train on")
+    n_batches = _check_loader("loader", loader)
     size = getattr(loader, "batch_size", None)
     return {"batch_size": size if isinstance(size, int) else None, "batches_per_epoch": n_batches}
 
@@ -260,16 +258,17 @@ def _plan_fit(model: nn.Module, loader: object, optimizer: torch.optim.Optimizer
               scheduler: object, a: dict[str, Any]) -> _Plan:
     """Check every argument of :func:`fit` (``a``: its keyword arguments); change nothing."""
     _check_core(model, optimizer, scaler)
-    _check_scheduler(scheduler)
+    _check_scheduler(scheduler, optimizer)
     dev = _resolve_run_device(model, a["device"])
     p = check_precision_supported(a["precision"], dev)
     _check_scaler_fits(scaler, p)  # type: ignore[arg-type]
     accum = positive_int("accum_steps", a["accum_steps"])
     facts = _loader_facts(loader)
     every = {k: positive_int(k, a[k]) if a[k] is not None else None for k in ("eval_every", "checkpoint_every")}
-    eval_loader, eval_fn = a["eval_loader"], _callable("eval_fn", a["eval_fn"], "a function model -> dict")
-    if eval_loader is not None and (not isinstance(eval_loader, Iterable) or isinstance(eval_loader, torch.Tensor)):
-        raise ValueError(f"eval_loader must be an iterable of (inputs, targets) batches, got {type(eval_loader).__name__}")
+    eval_loader, eval_fn = a["eval_loader"], function("eval_fn", a["eval_fn"], "a function model -> dict",
+                                                                  n_args=1, optional=True)
+    if eval_loader is not None:
+        _check_loader("eval_loader", eval_loader)
     if every["eval_every"] is not None and eval_loader is None and eval_fn is None:
         raise ValueError("eval_every needs something to evaluate: give eval_loader= and/or eval_fn=")
     resume = boolean("resume", a["resume"])
@@ -286,7 +285,7 @@ def _plan_fit(model: nn.Module, loader: object, optimizer: torch.optim.Optimizer
     return _Plan(
         precision=p, device=dev, move_model=a["device"] is not None,
         steps=_plan_steps(a["steps"], a["epochs"], accum, facts["batches_per_epoch"]), accum_steps=accum,
-        loss_fn=_callable("loss_fn", a["loss_fn"], "a function (outputs, targets) -> loss") or F.cross_entropy,
+        loss_fn=_loss_fn(a["loss_fn"]),
         clip=positive_float("clip_grad_norm", a["clip_grad_norm"]) if a["clip_grad_norm"] is not None else None,
         min_scale=positive_float("min_scale", a["min_scale"]) if a["min_scale"] is not None else None,
         eval_loader=eval_loader, eval_fn=eval_fn, eval_every=every["eval_every"], checkpoint=ckpt,

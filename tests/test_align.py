@@ -533,3 +533,56 @@ def test_sweep_compares_with_the_peak_of_the_chip_that_really_ran(fake_gpu, monk
     df = matmul_sweep([64], ["fp16"], "cuda", progress=False)
     assert df.loc[0, "peak_tflops"] == hardware.PEAK_TFLOPS["H200"].fp16  # not the 4090D's
     assert "H200" in df.loc[0, "device"] and "4090" in df.loc[0, "device"]  # the label says both
+
+
+# unlisted neighbours of issue 14
+
+
+def test_pad_layers_refuses_aligned_layers_and_the_inside_of_a_padded_one() -> None:
+    model = nn.Sequential(nn.Linear(12, 8), nn.ReLU(), nn.Linear(8, 5), nn.Embedding(16, 4))
+    before = [p.detach().clone() for p in model.parameters()]
+    for name, match in (("0", "'0' has 8 outputs, already a multiple of 8"), ("3", "'3' has 16 rows")):
+        with pytest.raises(ValueError, match=match):
+            pad_layers(model, name)
+    with pytest.raises(ValueError, match="names: '0' has 8 outputs"):
+        pad_layers(model, ["2", "0"])  # refused as a whole: '2' is not padded either
+    assert isinstance(model[2], nn.Linear) and all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    pad_layers(model, "2")
+    with pytest.raises(ValueError, match="'2.inner' is the inside of the padded layer '2'"):
+        pad_layers(model, "2.inner")
+    with pytest.raises(ValueError, match="ReLU; pad_layers pads nn.Linear and nn.Embedding only"):
+        pad_layers(nn.Sequential(nn.ReLU()), "0")
+
+
+@pytest.mark.parametrize("example,match", [
+    ([1, 2], "example_input holds no tensor"),
+    ("x", "example_input holds no tensor"),
+    (torch.zeros(0, 12), "example_input is empty"),
+    (torch.zeros(3, 7), r"example_input: the model cannot run on it \(tensor \(3, 7\) float32\)"),
+    (torch.zeros(3, 12, dtype=torch.long), "example_input: the model cannot run on it"),
+])
+def test_audit_example_input_is_checked_and_named(example: object, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        audit(nn.Sequential(nn.Linear(12, 30), nn.ReLU(), nn.Linear(30, 5)), example)
+
+
+def test_audit_example_input_list_is_positional_like_the_debug_tools() -> None:
+    report = audit(nn.Sequential(nn.Linear(12, 30)), [torch.zeros(3, 12)])
+    assert ("0", "rows") in {(f.module, f.dim) for f in report.misaligned}
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(shapes={8: 1}), "shapes must be a list"),
+    (dict(shapes=torch.tensor([8, 16])), "shapes must be a list"),
+    (dict(shapes=[8], precisions={"fp32": 1}), "precisions must be a precision name or a list"),
+])
+def test_sweep_refuses_dicts_and_tensors(kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        matmul_sweep(device="cpu", progress=False, **kwargs)
+
+
+def test_sweep_accepts_numpy_ints() -> None:
+    np = pytest.importorskip("numpy")
+    df = matmul_sweep([np.int64(8), (np.int32(8), 8, np.int64(16))], ["fp32"], device="cpu", min_run_time=0.01,
+                      progress=False)
+    assert df[["m", "n", "k"]].values.tolist() == [[8, 8, 8], [8, 8, 16]]

@@ -162,3 +162,31 @@ def test_augmented_shapes_work_in_spawned_workers() -> None:
     loader = DataLoader(data, batch_size=8, num_workers=1, multiprocessing_context="spawn")
     batches = list(loader)
     assert len(batches) == 2 and batches[0][0].shape == (8, 3, 16, 16)
+
+
+# unlisted neighbours of issue 14: seeds torch cannot take, augmentation padding larger than the image
+
+
+@pytest.mark.parametrize("make", [
+    lambda: ShapesDataset(4, seed=2**64),
+    lambda: ShapesDataset(4, seed=2**70),
+    lambda: make_loaders(8, 8, batch_size=4, seed=2**64 - 1),  # the validation set uses seed + 1
+])
+def test_seeds_past_64_bits_are_refused_naming_seed(make) -> None:
+    with pytest.raises(ValueError, match=r"seed must be an int in \[0, "):
+        make()
+
+
+def test_the_largest_seeds_work() -> None:
+    assert ShapesDataset(2, 8, seed=2**64 - 1).seed == 2**64 - 1
+    train, val = make_loaders(2, 2, image_size=8, batch_size=2, seed=2**64 - 2)
+    assert val.dataset.seed == 2**64 - 1
+
+
+@pytest.mark.parametrize("pad,size", [(8, 8), (64, 8), (32, 32)])
+def test_augmentation_padding_must_be_smaller_than_the_image(pad: int, size: int) -> None:
+    from fp16lab.data import AugmentedShapes
+
+    with pytest.raises(ValueError, match=rf"pad must be an int in \[0, {size - 1}\], got {pad}"):
+        AugmentedShapes(4, image_size=size, pad=pad)
+    assert AugmentedShapes(2, image_size=size, pad=size - 1)[0][0].shape == (3, size, size)

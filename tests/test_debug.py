@@ -417,3 +417,56 @@ def test_memory_code_path_on_the_cpu_with_fake_counters(monkeypatch) -> None:
     assert table.loc[table["oom"], "error"].str.contains("OutOfMemoryError").all()
     with pytest.raises(KeyError):
         memory.memory_sweep(model, lambda n: {}[n], [2])  # not an OOM: propagates
+
+
+# unlisted neighbours of issue 14: callbacks of the wrong shape, models that cannot train, inputs the model refuses
+
+
+def _frozen() -> nn.Module:
+    return _mlp().requires_grad_(False)
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(make_batch=lambda: None), "make_batch must be a function .*called with 1 argument"),
+    (dict(loss_fn=nn.CrossEntropyLoss), "loss_fn .*the class CrossEntropyLoss: pass an instance"),
+    (dict(loss_fn=lambda out: out.sum()), "loss_fn must be a function .*called with 2 argument"),
+    (dict(optimizer=torch.optim.SGD(_mlp().parameters(), lr=0.1)), "optimizer must be a function params -> "
+     "optimizer .*lambda params"),
+    (dict(model=nn.ReLU()), "model has no trainable parameters"),
+    (dict(model=_frozen()), "model has no trainable parameters"),
+])
+def test_max_batch_size_refuses_before_any_trial(kw: dict, match: str) -> None:
+    calls: list[int] = []
+    args = dict(model=_mlp(), make_batch=_fake_oom_batches(64, calls), precision="fp32", limit=8) | kw
+    with pytest.raises(ValueError, match=match):
+        max_batch_size(**args)
+    assert calls == []
+
+
+def test_max_batch_size_accepts_an_optimizer_class() -> None:
+    res = max_batch_size(_mlp(), _fake_oom_batches(64), precision="fp32", limit=4, optimizer=torch.optim.SGD)
+    assert res.max_batch == 4
+
+
+def test_max_batch_size_refuses_a_make_batch_of_the_wrong_size() -> None:
+    model = _mlp()
+    before = [p.detach().clone() for p in model.parameters()]
+    with pytest.raises(ValueError, match=r"make_batch\(1\) returned inputs of 3 samples; it must return n=1"):
+        max_batch_size(model, lambda n: (torch.randn(3, 16), torch.zeros(3, dtype=torch.long)), "fp32", limit=8)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+
+
+@pytest.mark.parametrize("tool", [dtype_trace, first_nonfinite])
+@pytest.mark.parametrize("example,match", [
+    (torch.randn(3, 7), r"example_input: the model cannot run on it \(tensor \(3, 7\) float32\): RuntimeError"),
+    (torch.ones(3, 16, dtype=torch.long), r"example_input: the model cannot run on it \(tensor \(3, 16\) int64\)"),
+])
+def test_an_input_the_model_refuses_names_example_input(tool, example: torch.Tensor, match: str) -> None:
+    with pytest.raises(ValueError, match=match) as info:
+        tool(_mlp(), example, "fp32")
+    assert isinstance(info.value.__cause__, RuntimeError)  # the model's own error is kept
+
+
+def test_step_peak_memory_refuses_a_model_without_trainable_parameters() -> None:
+    with pytest.raises(ValueError, match="model has no trainable parameters"):
+        step_peak_memory(_frozen(), (torch.randn(2, 16), torch.zeros(2, dtype=torch.long)))

@@ -1023,3 +1023,99 @@ def test_resume_is_exact_with_left_over_micro_batches_and_evaluations(tmp_path: 
     pd.testing.assert_frame_equal(pd.DataFrame(resumed[cols]), pd.DataFrame(full[cols]))
     for pa, pb in zip(m1.parameters(), m3.parameters(), strict=True):
         assert torch.equal(pa, pb)
+
+
+# unlisted neighbours of issue 14: objects of the wrong kind, callbacks of the wrong shape, loaders
+# that yield the wrong thing, objects that belong to another model
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(loss_fn=nn.CrossEntropyLoss), "loss_fn .*the class CrossEntropyLoss: pass an instance"),
+    (dict(loss_fn=lambda out: out.sum()), "loss_fn must be a function .*called with 2 argument"),
+    (dict(loss_fn=lambda out, y, w: out.sum()), "loss_fn must be a function .*called with 2 argument"),
+    (dict(eval_fn=lambda: {}), "eval_fn must be a function .*called with 1 argument"),
+    (dict(eval_fn=dict), "eval_fn .*the class dict"),
+    (dict(scheduler=torch.optim.lr_scheduler.StepLR), "scheduler must be an LR scheduler .*pass an instance"),
+    (dict(eval_loader="val"), "eval_loader must be an iterable"),
+    (dict(eval_loader={"x": torch.zeros(2, 12)}), "eval_loader must be an iterable"),
+    (dict(eval_loader=[]), "eval_loader is empty"),
+])
+def test_fit_refuses_wrong_callbacks_and_eval_loaders_up_front(kw: dict, match: str) -> None:
+    m = mlp()
+    before = copy.deepcopy(m.state_dict())
+    ld = CountingLoader(loader(16, 8))
+    with pytest.raises(ValueError, match=match):
+        fit(m, ld, torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", progress=False, **kw)
+    assert ld.iterated == 0
+    assert all(torch.equal(v, m.state_dict()[k]) for k, v in before.items())
+
+
+def test_a_scheduler_of_another_optimizer_is_refused_everywhere(tmp_path: Path) -> None:
+    m = mlp()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    other = torch.optim.lr_scheduler.StepLR(torch.optim.SGD(mlp(1).parameters(), lr=0.1), 1)
+    with pytest.raises(ValueError, match="scheduler: it was built on another optimizer"):
+        fit(m, loader(), opt, precision="fp32", scheduler=other, progress=False)
+    with pytest.raises(ValueError, match="scheduler: it was built on another optimizer"):
+        train_step(m, opt, make_scaler("fp32", "cpu"), list(loader())[:1], precision="fp32", scheduler=other)
+    with pytest.raises(ValueError, match="scheduler: it was built on another optimizer"):
+        save_checkpoint(tmp_path / "c.pt", m, opt, scheduler=other)
+    assert list(tmp_path.iterdir()) == []
+    # one built on this optimizer is fine
+    save_checkpoint(tmp_path / "c.pt", m, opt, scheduler=torch.optim.lr_scheduler.StepLR(opt, 1))
+
+
+def test_checkpoints_refuse_an_optimizer_of_another_model(tmp_path: Path) -> None:
+    m, stranger = mlp(), nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 4))
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    save_checkpoint(tmp_path / "c.pt", m, opt)
+    foreign = torch.optim.SGD(stranger.parameters(), lr=0.1)  # same number of parameters, another model
+    with pytest.raises(ValueError, match="optimizer holds none of this model's parameters"):
+        save_checkpoint(tmp_path / "d.pt", m, foreign)
+    assert not (tmp_path / "d.pt").exists()
+    m2 = mlp(3)
+    before = copy.deepcopy(m2.state_dict())
+    with pytest.raises(ValueError, match="optimizer holds none of this model's parameters"):
+        load_checkpoint(tmp_path / "c.pt", m2, foreign)
+    assert all(torch.equal(v, m2.state_dict()[k]) for k, v in before.items())
+    # an optimizer that also holds parameters outside the model (e.g. a learnable loss weight) is fine
+    extra = nn.Parameter(torch.ones(()))
+    save_checkpoint(tmp_path / "e.pt", m, torch.optim.SGD([*m.parameters(), extra], lr=0.1))
+
+
+@pytest.mark.parametrize("loss_fn,match", [
+    (lambda out, y: torch.tensor(1.0), "does not depend on the model's outputs"),
+    (lambda out, y: F.cross_entropy(out, y).detach(), "does not depend on the model's outputs"),
+])
+def test_a_loss_without_gradient_names_loss_fn(loss_fn, match: str) -> None:
+    m = mlp()
+    before = copy.deepcopy(m.state_dict())
+    with pytest.raises(ValueError, match=match):
+        fit(m, loader(), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", loss_fn=loss_fn, progress=False)
+    assert all(torch.equal(v, m.state_dict()[k]) for k, v in before.items())
+
+
+@pytest.mark.parametrize("batches,match", [
+    ([(torch.zeros(0, 12), torch.zeros(0, dtype=torch.long))], "micro-batch 1 of 1 holds no samples"),
+    ([(torch.zeros(2, 12).numpy(), torch.zeros(2, dtype=torch.long).numpy())], r"\(ndarray, ndarray\).*from_numpy"),
+    ([(torch.zeros(2, 12), [0, 1])], r"\(Tensor, list\)"),
+])
+def test_loaders_that_yield_wrong_batches(batches: list, match: str) -> None:
+    m = mlp()
+    before = copy.deepcopy(m.state_dict())
+    with pytest.raises(ValueError, match=match):
+        fit(m, batches, torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", steps=1, progress=False)
+    assert all(torch.equal(v, m.state_dict()[k]) for k, v in before.items())
+
+
+def test_a_used_up_iterator_says_so() -> None:
+    m = mlp()
+    with pytest.raises(ValueError, match="loader: an iterator, used up after epoch 1"):
+        fit(m, iter(list(loader(16, 8))), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", steps=3,
+            progress=False)
+
+
+@pytest.mark.parametrize("bad", ["val", {"a": 1}, []])
+def test_evaluate_refuses_bad_loaders(bad: object) -> None:
+    with pytest.raises(ValueError, match="loader"):
+        evaluate(mlp(), bad)

@@ -9,7 +9,7 @@ rows reaching a layer are the batch size times the tokens.
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,7 @@ from torch import nn
 from fp16lab.align.pad import Sharing
 from fp16lab.align.sizes import _alignment, _pad
 from fp16lab.checks import instance
+from fp16lab.debug._common import call, check_batch
 from fp16lab.precision import Precision, parse_precision
 
 __all__ = ["Finding", "Skipped", "AuditReport", "audit"]
@@ -248,6 +249,8 @@ def audit(
     is what to pass to :func:`fp16lab.align.pad_layers`); other findings say what to change.
     """
     instance("model", model, nn.Module, "a torch.nn.Module")
+    if example_input is not None:
+        check_batch(example_input)
     p = parse_precision(precision)
     report = AuditReport(precision=p.value, multiple=_alignment(p))
     auditor = _Auditor(model, report)
@@ -287,12 +290,7 @@ def _audit_rows(model: nn.Module, example_input: Any, auditor: _Auditor, checked
             handles.append(mod.register_forward_pre_hook(hook_for(name, mod)))
     try:
         with torch.no_grad():
-            if isinstance(example_input, Mapping):
-                model(**example_input)
-            elif isinstance(example_input, tuple):
-                model(*example_input)
-            else:
-                model(example_input)
+            call(model, example_input)
     finally:
         for h in handles:
             h.remove()

@@ -259,6 +259,14 @@ def _plan(model: nn.Module, names: list[str], multiple: int) -> _Plan:
         m = by_name[n]
         if isinstance(m, PaddedLinear):
             raise ValueError(f"names: {n!r} is already padded ({m.extra_repr()})")
+        outer = n.rpartition(".")[0]
+        if outer in by_name and isinstance(by_name[outer], PaddedLinear):
+            raise ValueError(f"names: {n!r} is the inside of the padded layer {outer!r}, which is already padded")
+        size = getattr(m, "num_embeddings" if isinstance(m, nn.Embedding) else "out_features", None)
+        if type(m) in _PADDABLE and isinstance(size, int) and size % multiple == 0:
+            raise ValueError(f"names: {n!r} has {size} {'rows' if isinstance(m, nn.Embedding) else 'outputs'}, "
+                             f"already a multiple of {multiple}: nothing to pad (audit(model).pad_names() lists "
+                             "what needs padding)")
         if all(c is not m for c in chosen):
             chosen.append(m)
     for m in chosen:

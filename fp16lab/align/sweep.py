@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 import torch
@@ -18,7 +19,7 @@ __all__ = ["matmul_sweep"]
 
 
 def _as_shape(i: int, s: object) -> tuple[int, int, int]:
-    if isinstance(s, int) and not isinstance(s, bool):
+    if isinstance(s, numbers.Integral) and not isinstance(s, bool):  # numpy ints too
         s = (s, s, s)
     if not isinstance(s, Sequence) or isinstance(s, str) or len(s) != 3:
         raise ValueError(f"shapes[{i}]: a shape is an int n (for n×n×n) or a tuple (m, n, k); got {s!r}")
@@ -29,7 +30,7 @@ def _as_shape(i: int, s: object) -> tuple[int, int, int]:
 def _precisions(precisions: object) -> list[Precision]:
     if isinstance(precisions, (str, Precision)):
         precisions = [precisions]
-    if not isinstance(precisions, Iterable):
+    if not isinstance(precisions, Iterable) or isinstance(precisions, Mapping):
         raise ValueError(f"precisions must be a precision name or a list of them, got {precisions!r}")
     out = [parse_precision(p, name="precisions") for p in precisions]
     if not out:
@@ -64,7 +65,7 @@ def matmul_sweep(
     from fp16lab.device import resolve_device
     from fp16lab.hardware import gpu_facts, peak_for
 
-    if isinstance(shapes, (str, bytes)) or not isinstance(shapes, Iterable):
+    if isinstance(shapes, (str, bytes, Mapping, torch.Tensor)) or not isinstance(shapes, Iterable):
         raise ValueError(f"shapes must be a list of ints n or (m, n, k) tuples, got {shapes!r}")
     shape_list = [_as_shape(i, s) for i, s in enumerate(shapes)]
     if not shape_list:

@@ -9,8 +9,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from fp16lab.checks import instance
-from fp16lab.device import model_device, resolve_device
+from fp16lab.checks import function, instance
+from fp16lab.device import is_oom, model_device, resolve_device
 from fp16lab.precision import Precision, check_precision_supported, parse_precision
 
 LossFn = Callable[[Any, Any], torch.Tensor]
@@ -24,10 +24,33 @@ def check_module(model: object) -> nn.Module:
     return checked
 
 
-def check_callable(name: str, value: object, what: str, *, optional: bool = False) -> Any:
-    if (value is None and optional) or callable(value):
-        return value
-    raise ValueError(f"{name} must be {what}{' or None' if optional else ''}, got {value!r:.80}")
+def check_loss_fn(value: object) -> LossFn:
+    """``loss_fn`` (None: cross-entropy)."""
+    fn: LossFn | None = function("loss_fn", value, "a function (outputs, targets) -> loss", n_args=2, optional=True)
+    return fn or nn.functional.cross_entropy
+
+
+def check_optimizer_factory(value: object) -> OptimizerFactory:
+    """``optimizer``: a function (or optimizer class) params -> optimizer (None: Adam, lr 1e-3)."""
+    if isinstance(value, torch.optim.Optimizer):
+        raise ValueError(f"optimizer must be a function params -> optimizer (each trial builds a fresh one), got "
+                         f"an {type(value).__name__} instance: pass e.g. lambda params: "
+                         f"torch.optim.{type(value).__name__}(params, lr=...)")
+    fn: OptimizerFactory | None = function("optimizer", value, "a function params -> optimizer", n_args=1,
+                                           optional=True, classes=True)
+    return fn or default_optimizer
+
+
+def check_make_batch(value: object) -> Callable[[int], Any]:
+    checked: Callable[[int], Any] = function("make_batch", value, "a function n -> (inputs, targets)", n_args=1)
+    return checked
+
+
+def check_trainable(model: nn.Module) -> None:
+    """Refuse a model without trainable parameters (a training step would have nothing to update)."""
+    if not any(p.requires_grad for p in model.parameters()):
+        raise ValueError(f"model has no trainable parameters (none, or all with requires_grad=False): "
+                         f"{type(model).__name__} cannot take a training step")
 
 
 def tensors(obj: object) -> Iterator[torch.Tensor]:
@@ -91,12 +114,29 @@ def check_precision(precision: object, device: torch.device) -> Precision:
     return p
 
 
-def call(model: nn.Module, example: Any) -> Any:
-    if isinstance(example, dict):
-        return model(**example)
-    if isinstance(example, (tuple, list)):
-        return model(*example)
-    return model(example)
+def call(model: nn.Module, example: Any, what: str = "example_input") -> Any:
+    """``model`` run on ``example`` (a dict: keyword inputs; a tuple/list: positional; else one input).
+
+    An error raised by the model is re-raised as a ``ValueError`` that names ``what`` and
+    describes the inputs (the original error chained); out-of-memory errors pass unchanged.
+    """
+    try:
+        if isinstance(example, dict):
+            return model(**example)
+        if isinstance(example, (tuple, list)):
+            return model(*example)
+        return model(example)
+    except Exception as exc:
+        if is_oom(exc):
+            raise
+        raise ValueError(f"{what}: the model cannot run on it ({describe(example)}): {type(exc).__name__}: "
+                         f"{str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}") from exc
+
+
+def describe(example: Any) -> str:
+    """Shapes and dtypes of the tensors in ``example``, e.g. ``tensor (3, 7) float32``."""
+    found = [f"tensor {tuple(t.shape)} {str(t.dtype).replace('torch.', '')}" for t in tensors(example)]
+    return ", ".join(found[:4]) + (" ..." if len(found) > 4 else "")
 
 
 def dtype_names(obj: object) -> str:

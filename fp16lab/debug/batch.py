@@ -16,11 +16,14 @@ from fp16lab.debug._common import (
     MIB,
     LossFn,
     OptimizerFactory,
+    batch_size,
     check_batch,
-    check_callable,
+    check_loss_fn,
+    check_make_batch,
     check_module,
+    check_optimizer_factory,
     check_precision,
-    default_optimizer,
+    check_trainable,
     oom_message,
     resolve_model_device,
     restored,
@@ -81,6 +84,9 @@ class _Trials:
             torch.cuda.reset_peak_memory_stats(dev)
         x, y = split_batch(self.make_batch(n), f"make_batch({n})")
         check_batch(x, f"make_batch({n}) inputs")
+        if batch_size(x) != n:
+            raise ValueError(f"make_batch({n}) returned inputs of {batch_size(x)} samples; it must return n={n} "
+                             "samples, or the search measures the wrong batch size")
         x, y = to_device(x, dev), to_device(y, dev)
         opt = self.optimizer(self.model.parameters())
         train_step(self.model, opt, make_scaler(self.precision, dev), [(x, y)], precision=self.precision,
@@ -155,7 +161,8 @@ def max_batch_size(
     out of memory before ``limit`` in practice.
     """
     model = check_module(model)
-    check_callable("make_batch", make_batch, "a function n -> (inputs, targets)")
+    make_batch = check_make_batch(make_batch)
+    check_trainable(model)
     start, limit = positive_int("start", start), positive_int("limit", limit)
     multiple = positive_int("multiple", multiple)
     if start > limit:
@@ -165,9 +172,7 @@ def max_batch_size(
     dev = resolve_model_device(model, device)
     trials = _Trials(
         model, make_batch, check_precision(precision, dev), dev,
-        check_callable("loss_fn", loss_fn, "a function (outputs, targets) -> loss", optional=True)
-        or nn.functional.cross_entropy,
-        check_callable("optimizer", optimizer, "a function params -> optimizer", optional=True) or default_optimizer,
+        check_loss_fn(loss_fn), check_optimizer_factory(optimizer),
     )
     with restored(model, True), precision_context(trials.precision):
         model.train()

@@ -17,10 +17,12 @@ from fp16lab.debug._common import (
     OptimizerFactory,
     batch_size,
     check_batch,
-    check_callable,
+    check_loss_fn,
+    check_make_batch,
     check_module,
+    check_optimizer_factory,
     check_precision,
-    default_optimizer,
+    check_trainable,
     oom_message,
     resolve_model_device,
     restored,
@@ -151,15 +153,14 @@ def _measure(s: _Step, x: Any, y: Any) -> StepMemory:
 def _parse(model: object, precision: object, loss_fn: object, optimizer: object, device: object,
            warmup_steps: object, restore: object, what: str) -> _Step:
     m = check_module(model)
+    check_trainable(m)
     dev = _cuda_device(m, device, what)  # type: ignore[arg-type]
     return _Step(
         model=m,
         precision=check_precision(precision, dev),
         device=dev,
-        loss_fn=check_callable("loss_fn", loss_fn, "a function (outputs, targets) -> loss", optional=True)
-        or nn.functional.cross_entropy,
-        optimizer=check_callable("optimizer", optimizer, "a function params -> optimizer", optional=True)
-        or default_optimizer,
+        loss_fn=check_loss_fn(loss_fn),
+        optimizer=check_optimizer_factory(optimizer),
         warmup_steps=non_negative_int("warmup_steps", warmup_steps),
         restore=boolean("restore", restore),
     )
@@ -216,7 +217,7 @@ def memory_sweep(
     with ``oom=True`` (memory freed, the sweep goes on). Defaults: fp32 and fp16.
     """
     base = _parse(model, "fp32", loss_fn, optimizer, device, warmup_steps, restore, "memory_sweep")
-    check_callable("make_batch", make_batch, "a function n -> (inputs, targets)")
+    check_make_batch(make_batch)
     if isinstance(batch_sizes, (str, bytes)) or not isinstance(batch_sizes, Sequence) or not batch_sizes:
         raise ValueError(f"batch_sizes must be a non-empty list of ints such as [8, 16, 32], got {batch_sizes!r}")
     sizes = [positive_int("batch_sizes[]", n) for n in batch_sizes]
