@@ -109,7 +109,12 @@ def decode_bytes(
     if T > cfg.seq_len:
         raise ValueError(f"max_len must be <= seq_len={cfg.seq_len}, got {max_len!r}")
     w = _itemsize(_dtype("weight_dtype", weight_dtype))
-    low = None if autocast_dtype is None else _itemsize(_dtype("autocast_dtype", autocast_dtype))
+    if autocast_dtype is not None and autocast_dtype not in _HALF.values():
+        raise ValueError(f"autocast_dtype must be None, torch.bfloat16 or torch.float16, got {autocast_dtype!r}")
+    if autocast_dtype is not None and weight_dtype != torch.float32:
+        raise ValueError(f"autocast_dtype={autocast_dtype} is for FP32 weights (each matmul casts them); "
+                         f"weight_dtype is {weight_dtype}: pass autocast_dtype=None for cast weights")
+    low = None if autocast_dtype is None else _itemsize(autocast_dtype)
     default_cache = weight_dtype if autocast_dtype is None else autocast_dtype
     c = _itemsize(_dtype("cache_dtype", cache_dtype) if cache_dtype is not None else default_cache)
     d, L, r, V = cfg.d_model, cfg.n_layers, cfg.mlp_ratio, cfg.padded_vocab
@@ -159,15 +164,21 @@ def copy_bandwidth(
     nbytes = positive_int("nbytes", nbytes)
     repeats = positive_int("repeats", repeats)
     min_run_time = positive_float("min_run_time", min_run_time)
-    t = _time_copy(dev, nbytes, repeats, min_run_time)
+    try:
+        src = torch.ones(nbytes, dtype=torch.uint8, device=dev)
+        dst = torch.empty_like(src)
+    except RuntimeError as exc:  # out of memory (torch.OutOfMemoryError is a RuntimeError) or too large
+        free_memory(dev)
+        raise ValueError(f"nbytes={nbytes!r}: two buffers of that size do not fit on {str(dev)!r} "
+                         f"({type(exc).__name__}); use a smaller nbytes") from None
+    t = _time_copy(src, dst, repeats, min_run_time)
+    del src, dst
     free_memory(dev)
     return CopyBandwidth(nbytes, t.median_s, t.iqr_s, str(dev), t.method)
 
 
-def _time_copy(dev: torch.device, nbytes: int, repeats: int, min_run_time: float) -> Timing:
-    src = torch.ones(nbytes, dtype=torch.uint8, device=dev)
-    dst = torch.empty_like(src)
-    if dev.type == "cuda":
+def _time_copy(src: torch.Tensor, dst: torch.Tensor, repeats: int, min_run_time: float) -> Timing:
+    if src.device.type == "cuda":
         return time_cuda_events(lambda: dst.copy_(src), warmup=3, repeats=repeats)
     return time_fn(lambda: dst.copy_(src), warmup=2, min_run_time=min_run_time)
 
@@ -198,6 +209,8 @@ def _plan(model: object, batch_sizes: object, steps: object, max_len: object, gr
     if isinstance(batch_sizes, (str, int)) or not isinstance(batch_sizes, Sequence) or not batch_sizes:
         raise ValueError(f"batch_sizes must be a non-empty list of ints >= 1, got {batch_sizes!r}")
     batches = [positive_int(f"batch_sizes[{i}]", b) for i, b in enumerate(batch_sizes)]
+    if len(set(batches)) != len(batches):
+        raise ValueError(f"batch_sizes has duplicates: {batches}")
     cfg = model.cfg
     T = cfg.seq_len if max_len is None else positive_int("max_len", max_len)
     if T > cfg.seq_len:
@@ -214,8 +227,8 @@ def _plan(model: object, batch_sizes: object, steps: object, max_len: object, gr
     if ac is not None and w != torch.float32:
         raise ValueError(f"autocast={autocast!r} is for a model with FP32 weights; this one's are {w}")
     bw = None if bandwidth_gb_s is None else positive_float("bandwidth_gb_s", bandwidth_gb_s)
-    if label is not None and not isinstance(label, str):
-        raise ValueError(f"label must be a string or None, got {label!r}")
+    if label is not None and (not isinstance(label, str) or not label.strip()):
+        raise ValueError(f"label must be a non-empty string or None, got {label!r}")
     name = label or (f"{str(w).replace('torch.', '')} weights" + (f", {autocast} autocast" if ac else ""))
     return _DecodePlan(batches, n, T, g, ac, ac or w, w, dev, bw, positive_float("min_run_time", min_run_time),
                        non_negative_int("warmup", warmup), name)

@@ -11,6 +11,7 @@ Both cost time up front, which a fair comparison counts:
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +24,22 @@ from fp16lab.checks import one_of, positive_int
 from fp16lab.device import resolve_device, synchronize
 
 __all__ = ["CapturedGraph", "capture_cuda_graph", "Compiled", "COMPILE_MODES", "compile_for_inference"]
+
+
+def _check_no_arg_fn(fn: object) -> None:
+    """``fn`` must be callable with no arguments (a module needs its input: wrap it in a lambda)."""
+    if not callable(fn):
+        raise ValueError(f"fn must be a function of no arguments, got {fn!r}")
+    target = fn.forward if isinstance(fn, nn.Module) else fn
+    try:
+        sig = inspect.signature(target)
+    except (TypeError, ValueError):  # a builtin without a signature: nothing to check
+        return
+    try:
+        sig.bind()
+    except TypeError:
+        raise ValueError(f"fn must be a function of no arguments (e.g. lambda: model(static_x)); "
+                         f"{type(fn).__name__} {getattr(fn, '__qualname__', '')}{sig} needs arguments") from None
 
 
 @dataclass
@@ -58,8 +75,7 @@ def capture_cuda_graph(
     them. Under autocast, use ``cache_enabled=False`` inside ``fn``. Defaults: ``warmup=3``,
     ``device`` = the current CUDA device.
     """
-    if not callable(fn):
-        raise ValueError(f"fn must be a function of no arguments, got {fn!r}")
+    _check_no_arg_fn(fn)
     warmup = positive_int("warmup", warmup)
     dev = resolve_device("cuda" if device is None else device)
     if dev.type != "cuda":
@@ -120,6 +136,11 @@ def compile_for_inference(
             raise ValueError(f"mode={mode!r} needs backend='inductor'; pass mode=None with backend={backend!r}")
     if not isinstance(backend, str) or not backend:
         raise ValueError(f"backend must be a torch.compile backend name such as 'inductor', got {backend!r}")
+    import torch._dynamo
+
+    known = torch._dynamo.list_backends(exclude_tags=())
+    if backend not in known:
+        raise ValueError(f"backend {backend!r} is not a torch.compile backend here; allowed: {', '.join(map(repr, known))}")
     calls = positive_int("calls", calls)
     devices = {a.device for a in example_args if isinstance(a, torch.Tensor)}
     fn = torch.compile(model, mode=mode, backend=backend)

@@ -68,8 +68,10 @@ class Variant:
     channels_last: bool = False
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "precision", parse_precision(self.precision))
+        object.__setattr__(self, "channels_last", boolean("channels_last", self.channels_last))
         allowed = INFER_MODES if self.precision in _LOW else ("none",)
-        if self.mode not in allowed:
+        if not isinstance(self.mode, str) or self.mode not in allowed:
             raise ValueError(f"mode for {self.precision.value} must be one of {allowed}, got {self.mode!r}")
 
     @property
@@ -139,9 +141,12 @@ def supports(precision: "Precision | str", device: "torch.device | str") -> bool
 def weight_bytes(model: nn.Module) -> int:
     """Bytes of a model's parameters and buffers (shared tensors counted once)."""
     instance("model", model, nn.Module, "a torch.nn.Module")
-    seen: dict[int, int] = {}
+    seen: dict[object, int] = {}
     for t in list(model.parameters()) + list(model.buffers()):
-        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        storage = t.untyped_storage()
+        ptr = storage.data_ptr()  # 0 on the meta device and for empty storages: not an identity
+        key: object = (t.device, ptr) if ptr else ("object", id(t))
+        seen[key] = storage.nbytes()
     return sum(seen.values())
 
 
@@ -181,7 +186,8 @@ def prepare_model(
     """
     instance("model", model, nn.Module, "a torch.nn.Module")
     p = parse_precision(precision)
-    v = Variant(p, one_of("mode", mode, INFER_MODES) if p in _LOW else "none", boolean("channels_last", channels_last))
+    m = one_of("mode", mode, INFER_MODES)  # checked for fp32/tf32 too, where it is then ignored
+    v = Variant(p, m if p in _LOW else "none", boolean("channels_last", channels_last))
     return _prepare(model, v, resolve_device(device))
 
 
@@ -223,6 +229,9 @@ def gpu_kernel_time(fn: Callable[[], Any], *, calls: int = 5) -> float:
     bottleneck; far below 1 it waits for the CPU to launch kernels. Default ``calls=5``
     (after one untimed call).
     """
+    from fp16lab.graphs import _check_no_arg_fn
+
+    _check_no_arg_fn(fn)
     calls = positive_int("calls", calls)
     if not torch.cuda.is_available():
         raise ValueError("gpu_kernel_time needs a CUDA GPU (it reads the CUDA profiler); none is visible here")
@@ -252,12 +261,19 @@ class _SweepPlan:
 
 
 def _check_input(make_input: Callable[[int], torch.Tensor], batch: int, layouts: set[bool]) -> None:
-    x = make_input(batch)
+    try:
+        x = make_input(batch)
+    except Exception as exc:
+        if is_oom(exc):  # too large for this device: the sweep records it as a row
+            return
+        raise ValueError(f"make_input must be a function batch_size -> input tensor; make_input({batch}) raised "
+                         f"{type(exc).__name__}: {exc}") from exc
     if not isinstance(x, torch.Tensor) or x.dim() == 0 or x.shape[0] != batch:
         got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
         raise ValueError(f"make_input({batch}) must return a tensor whose first dimension is {batch}, got {got}")
     if True in layouts and x.dim() != 4:
         raise ValueError(f"channels_last needs 4-D (N, C, H, W) inputs; make_input gives {x.dim()}-D {tuple(x.shape)}")
+    del x
 
 
 def _plan(model: object, make_input: object, batch_sizes: object, precisions: Sequence[str], modes: Sequence[str],
@@ -279,7 +295,8 @@ def _plan(model: object, make_input: object, batch_sizes: object, precisions: Se
         raise ValueError(f"gpu_busy=True and timer='cuda_events' need a CUDA device, got device {str(dev)!r}")
     plan = _SweepPlan(batches, vs, dev, positive_float("min_run_time", min_run_time), non_negative_int("warmup", warmup),
                       timer, busy)
-    _check_input(make_input, min(batches), {v.channels_last for v in vs})
+    for b in batches:  # every size: a wrong batch would make items/s silently wrong
+        _check_input(make_input, b, {v.channels_last for v in vs})
     return plan
 
 
@@ -326,6 +343,9 @@ def _sweep_variant(model: nn.Module, make_input: Callable[[int], torch.Tensor], 
                     rows.append(_measure(prepared, make_input, v, b, plan))
                 except Exception as exc:  # an OOM is a row; anything else is a real error
                     if not is_oom(exc):
+                        if hasattr(exc, "add_note"):  # Python 3.11+: say where, keep the model's own error
+                            exc.add_note(f"(latency_sweep: model(make_input({b})) failed for variant {v.label!r}: "
+                                         "check that make_input gives what the model takes)")
                         raise
                     free_memory(dev)
                     rows.append(_row(v, b, dev, "out of memory"))
@@ -412,7 +432,11 @@ def _compare(out: torch.Tensor, ref: torch.Tensor, targets: torch.Tensor | None,
         if t.shape == out.shape[:-1]:
             row["accuracy"] = float((out.argmax(-1) == t).float().mean())
         if loss_fn is not None:
-            row["loss"] = float(loss_fn(out, t))
+            loss = loss_fn(out, t)
+            if not isinstance(loss, (torch.Tensor, float, int)) or (isinstance(loss, torch.Tensor) and loss.numel() != 1):
+                what = f"shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor) else type(loss).__name__
+                raise ValueError(f"loss_fn must return one number (e.g. reduction='mean'), it returned {what}")
+            row["loss"] = float(loss)
     return row
 
 
@@ -445,6 +469,8 @@ def precision_agreement(
         raise ValueError(f"targets must be a tensor with one entry per input sample, got {targets!r:.80}")
     if loss_fn is not None and not callable(loss_fn):
         raise ValueError(f"loss_fn must be a function (outputs, targets) -> loss, got {loss_fn!r}")
+    if loss_fn is not None and targets is None:
+        raise ValueError("loss_fn needs targets (the loss is loss_fn(outputs, targets)); pass targets or drop loss_fn")
     vs = [v for v in variants(precisions, modes) if v.precision in _LOW]
     if not vs:
         raise ValueError(f"precisions must include fp16 or bf16, got {list(precisions)!r}")

@@ -58,6 +58,9 @@ class FP32Island(nn.Module):
     """
 
     def __init__(self, module: nn.Module) -> None:
+        instance("module", module, nn.Module, "a torch.nn.Module (the submodule to run in FP32)")
+        if isinstance(module, FP32Island):
+            raise ValueError("module is already an FP32Island; wrap it once")
         super().__init__()
         self.module = module.float()
 
@@ -98,9 +101,15 @@ def keep_in_fp32(model: nn.Module, names: Sequence[str]) -> nn.Module:
     for n in wanted:
         if not isinstance(n, str) or not n or n not in modules:
             near = [k for k in modules if k and isinstance(n, str) and (k.startswith(n[:2]) or n in k)][:8]
+            near = near or [k for k in modules if k][:8]
             raise ValueError(f"names: {n!r} is not a submodule of the model; some that exist: {near}")
         if isinstance(modules[n], FP32Island):
             raise ValueError(f"names: {n!r} is already an FP32Island")
+        inside = [p for p, m in modules.items() if isinstance(m, FP32Island) and (not p or n.startswith(p + "."))]
+        if inside:
+            raise ValueError(f"names: {n!r} lies inside the FP32Island {inside[0]!r}, which already runs it in FP32")
+    if len(set(wanted)) != len(wanted):
+        raise ValueError(f"names has duplicates: {wanted}")
     for a in wanted:
         for b in wanted:
             if a != b and b.startswith(a + "."):

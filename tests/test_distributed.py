@@ -247,3 +247,87 @@ def test_nccl_ddp_equals_one_process_and_hooks_halve_the_bytes():
         if fd.fsdp2_support() is None:
             fsdp = fd.fsdp_policies(w, steps=3, batch=32, width=512, depth=2)
             assert fsdp.groupby("setup")["rel_grad_error"].first()["fp32/fp32"] <= 1e-5
+
+
+# --------------------------------------------------------------- bad-input audit (issue 14), nothing started
+
+
+@pytest.mark.parametrize("backend, world_size, message", [("mpi", 2, "backend must be one of"),
+                                                          ("gloo", 0, "world_size must be an int >= 1"),
+                                                          ("gloo", True, "world_size must be an int >= 1")])
+def test_a_world_built_by_hand_is_checked_too(backend, world_size, message):
+    with pytest.raises(ValueError, match=message):
+        fd.World(backend, world_size)
+    with pytest.raises(ValueError, match=message):
+        fd.world_metadata(fd.World(backend, world_size))
+
+
+def _two_args(ctx, *, size):
+    return size
+
+
+@pytest.mark.parametrize(
+    "task, kwargs",
+    [
+        (whoami, {"bogus": 1}),  # an argument the task does not take
+        (_two_args, {}),  # a required one missing
+        (__import__("os").getpid, {}),  # takes no ctx
+        (torch.nn.Linear, {}),  # a class, not a task
+    ],
+)
+def test_a_task_that_cannot_take_its_arguments_is_refused_before_spawning(task, kwargs):
+    before = _ranks_alive()
+    with pytest.raises(ValueError, match=r"cannot be called as task\(ctx, \*\*kwargs\)"):
+        launch(task, timeout=5, **kwargs)
+    assert _ranks_alive() <= before
+
+
+@pytest.mark.parametrize("preload", [["no_such_module_xyz"], ["fp16lab.no_such_module"], [""], [3]])
+def test_preload_modules_are_checked_before_spawning(preload):
+    before = _ranks_alive()
+    with pytest.raises(ValueError, match="preload"):
+        Workers(2, "gloo", preload=preload)
+    assert _ranks_alive() <= before
+
+
+@pytest.mark.parametrize("rank", [2, -1, "1", True])
+def test_demo_tasks_refuse_a_rank_outside_the_world(rank):
+    ctx = fd.RankContext(0, 2, "gloo", torch.device("cpu"))  # every rank refuses alike: no barrier is reached
+    with pytest.raises(ValueError, match="rank must be"):
+        fail_on_rank(ctx, rank=rank)
+    with pytest.raises(ValueError, match="rank must be"):
+        hang_on_rank(ctx, rank=rank, seconds=0.01)
+    with pytest.raises(ValueError, match="seconds"):
+        hang_on_rank(ctx, rank=1, seconds=0)
+
+
+@pytest.mark.parametrize("width, depth, message", [(-1, 2, "width"), (0, 2, "width"), ("64", 2, "width"),
+                                                   (2.0, 2, "width"), (64, 0, "depth"), (64, True, "depth")])
+def test_model_numel_refuses_bad_sizes(width, depth, message):
+    with pytest.raises(ValueError, match=message):
+        fd.model_numel(width, depth)
+
+
+@pytest.mark.parametrize("out", [None, 3, ["results"]])
+def test_bench_refuses_an_out_that_is_not_a_path(out):
+    from fp16lab.distributed.cli import bench
+
+    with pytest.raises(ValueError, match="out must be an existing folder"):
+        bench(out)
+
+
+def test_bench_checks_the_timeout_before_printing_the_world(tmp_path, capsys):
+    from fp16lab.distributed.cli import bench
+
+    with pytest.raises(ValueError, match="timeout must be a finite number"):
+        bench(tmp_path, world_size=2, backend="gloo", timeout=0)
+    assert capsys.readouterr().out == ""
+
+
+def test_measure_or_reference_checks_extra_and_the_measured_table(monkeypatch):
+    world = check_world(2, "gloo")
+    with pytest.raises(ValueError, match="extra must be a dict"):
+        fd.measure_or_reference(world, "multi_gpu_hooks", lambda: None, extra="x")
+    monkeypatch.setattr(fd.World, "multi_gpu", property(lambda self: True))
+    with pytest.raises(ValueError, match="measure must return a pandas DataFrame"):
+        fd.measure_or_reference(world, "multi_gpu_hooks", lambda: None)

@@ -21,6 +21,7 @@ from fp16lab.fp8 import (
     fp8_capable,
     fp8_curves,
     fp8_matmul_sweep,
+    fp8_matmul_tflops,
     fp8_measure,
     fp8_plan,
     fp8_throughput,
@@ -388,3 +389,156 @@ def test_scaled_matmul_on_an_fp8_gpu():
     for fast in (False, True):
         out = scaled_matmul(a, b, use_fast_accum=fast).float()
         assert ((out - a @ b).norm() / (a @ b).norm()).item() < 0.1
+
+
+# ------------------------------------------------------------------ bad-input audit (issue 14)
+
+def _must_not_run(*args, **kwargs):
+    raise AssertionError("refused arguments must stop before any measurement")
+
+
+def test_amax_scale_takes_numpy_numbers_like_python_ones():
+    import numpy as np
+
+    assert amax_scale(np.float32(2.0)).item() == amax_scale(2.0).item() == 224.0
+    assert amax_scale(np.int64(2)).item() == 224.0
+
+
+@pytest.mark.parametrize("bad", [math.inf, -math.inf, math.nan])
+def test_quantize_refuses_non_finite_values_instead_of_zeroing_the_tensor(bad):
+    x = torch.tensor([[1.0, 2.0], [3.0, bad]])
+    for fn in (quantize, quantization_error):
+        with pytest.raises(ValueError, match="x holds 1 inf/NaN"):
+            fn(x)
+    with pytest.raises(ValueError, match="tensors\\['a'\\] holds 1 inf/NaN"):
+        scaling_table({"a": x})
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(fmts="fp8_e4m3"), "fmts must be a non-empty list"),
+        (dict(fmts=None), "fmts must be a non-empty list"),
+        (dict(fmts=[]), "fmts must be a non-empty list"),
+        (dict(granularities="row"), "granularities must be a non-empty list"),
+        (dict(granularities=None), "granularities must be a non-empty list"),
+        (dict(tensors={1: torch.ones(2, 2), "1": torch.ones(2, 2)}), "names \\(non-empty strings\\)"),
+        (dict(tensors={"": torch.ones(2, 2)}), "names \\(non-empty strings\\)"),
+    ],
+)
+def test_scaling_table_refuses_strings_for_lists_and_non_string_names(kwargs, words):
+    args = {"tensors": {"a": torch.randn(4, 8)}, **kwargs}
+    with pytest.raises(ValueError, match=words):
+        scaling_table(**args)
+
+
+@pytest.mark.parametrize("multiple", [7, 8, 24, 1])
+def test_filter_multiple_is_a_multiple_of_16(multiple):
+    with pytest.raises(ValueError, match="multiple must be a multiple of 16"):
+        Fp8Filter(multiple=multiple)
+
+
+def test_filter_stores_plain_ints():
+    import numpy as np
+
+    f = Fp8Filter(multiple=np.int64(32), min_features=np.int64(0))
+    assert type(f.multiple) is int and type(f.min_features) is int and f.multiple == 32
+
+
+@pytest.mark.parametrize("bad", [lambda m: True, lambda: True, lambda m, n, k: True])
+def test_module_filter_must_take_module_and_name(bad):
+    model = nn.Sequential(nn.Linear(32, 32))
+    with pytest.raises(ValueError, match="module_filter must take two arguments"):
+        fp8_plan(model, bad)
+    with pytest.raises(ValueError, match="module_filter must take two arguments"):
+        to_fp8_training(model, module_filter=bad)
+    assert type(model[0]) is nn.Linear
+
+
+@needs_torchao
+def test_to_fp8_training_refuses_a_converted_model():
+    model = to_fp8_training(nn.Sequential(nn.Linear(32, 32)), module_filter=Fp8Filter(min_features=0))
+    with pytest.raises(ValueError, match="already has torchao Float8Linear layers \\(0\\)"):
+        to_fp8_training(model, "rowwise", module_filter=Fp8Filter(min_features=0))
+
+
+@pytest.mark.parametrize("seed", ["a", 1.5, True, -1, None])
+def test_fp8_matmul_tflops_checks_the_seed(seed):
+    with pytest.raises(ValueError, match="seed must be an int"):
+        fp8_matmul_tflops(16, 16, 16, "cpu", seed=seed, min_run_time=0.01)
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(shapes=16), "shapes must be a list"),
+        (dict(shapes="16"), "shapes must be a list"),
+        (dict(configs=[]), "configs must be a non-empty list"),
+        (dict(configs="tensorwise"), "configs must be a non-empty list"),
+        (dict(configs=[("tensorwise",)]), "configs must be a non-empty list"),
+        (dict(configs=[("rowwise", 1)]), "use_fast_accum"),
+        (dict(progress=1), "progress"),
+    ],
+)
+def test_fp8_matmul_sweep_refuses_before_measuring(kwargs, words, monkeypatch):
+    monkeypatch.setattr(matmul_mod, "matmul_tflops", _must_not_run)
+    args = {"shapes": [16], "device": "cpu", **kwargs}
+    with pytest.raises(ValueError, match=words):
+        fp8_matmul_sweep(args.pop("shapes"), **args)
+
+
+@needs_cpu_fp8
+def test_fp8_matmul_sweep_takes_numpy_sizes():
+    import numpy as np
+
+    table = fp8_matmul_sweep([np.int64(16)], "cpu", configs=[("tensorwise", False)], min_run_time=0.01,
+                             progress=False)
+    assert table.n.tolist() == [16, 16]
+
+
+def test_fp8_measure_wants_a_dataframe(reference_dir, monkeypatch):
+    with pytest.raises(ValueError, match="measure must be a function"):
+        fp8_measure("fp8_x", "table", device="cpu")
+    if CPU_FP8:
+        with pytest.raises(ValueError, match="measure must return a pandas DataFrame, it returned NoneType"):
+            fp8_measure("fp8_x", lambda: None, device="cpu", gpu_only=False, needs_torchao=False)
+
+
+def test_fp8_runs_check_the_filter_before_the_baseline_runs(monkeypatch):
+    ran = []
+    monkeypatch.setattr(training_mod, "train_lm", lambda *a, **k: ran.append("train"))
+    monkeypatch.setattr(training_mod, "lm_throughput", lambda *a, **k: ran.append("throughput"))
+    lang = SyntheticLanguage(vocab=32, order=1, branching=4)
+    small = Fp8Filter()  # TINY's layers are below min_features=1024: nothing would be FP8
+    with pytest.raises(ValueError, match="module_filter selects no nn.Linear layer"):
+        fp8_curves(lambda: GPT(TINY), lang, steps=1, batch=1, recipes=("tensorwise",), module_filter=small,
+                   progress=False)
+    with pytest.raises(ValueError, match="module_filter selects no nn.Linear layer"):
+        fp8_throughput(lambda: GPT(TINY), 1, recipes=("tensorwise",), module_filter=small, progress=False)
+    with pytest.raises(ValueError, match="make_model must return a torch.nn.Module"):
+        fp8_throughput(lambda: "gpt", 1, recipes=("tensorwise",), progress=False)
+    assert ran == []
+
+
+@pytest.mark.parametrize(
+    "fn, kwargs, words",
+    [
+        (fp8_curves, dict(progress=1), "progress"),
+        (fp8_curves, dict(eval_every=0), "eval_every"),
+        (fp8_throughput, dict(progress="yes"), "progress"),
+        (fp8_throughput, dict(peak_tflops=0), "peak_tflops"),
+        (linear_speed, dict(sizes=16), "sizes must be a list"),
+        (linear_speed, dict(sizes=[16, 17]), "sizes must be multiples of 16"),
+        (linear_speed, dict(sizes=[16], progress=1), "progress"),
+    ],
+)
+def test_training_helpers_refuse_more_bad_arguments(fn, kwargs, words, monkeypatch):
+    monkeypatch.setattr(training_mod, "train_lm", _must_not_run)
+    monkeypatch.setattr(training_mod, "lm_throughput", _must_not_run)
+    monkeypatch.setattr(training_mod, "_layer_row", _must_not_run)
+    lang = SyntheticLanguage(vocab=32, order=1, branching=4)
+    base = {fp8_curves: dict(make_model=lambda: GPT(TINY), lang=lang, steps=1, batch=1),
+            fp8_throughput: dict(make_model=lambda: GPT(TINY), batch=1),
+            linear_speed: dict(tokens=8, device="cpu")}[fn]
+    with pytest.raises(ValueError, match=words):
+        fn(**{**base, **kwargs})

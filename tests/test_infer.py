@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import sys
 
 import pandas as pd
 import pytest
@@ -18,6 +19,8 @@ from fp16lab.decode import _step_fn, copy_bandwidth, decode_benchmark, decode_by
 from fp16lab.gpt import GPT, GPTConfig
 from fp16lab.graphs import capture_cuda_graph, compile_for_inference
 from fp16lab.infer import (
+    Variant,
+    gpu_kernel_time,
     latency_sweep,
     precision_agreement,
     prepare_model,
@@ -26,6 +29,7 @@ from fp16lab.infer import (
     weight_bytes,
 )
 from fp16lab.islands import FP32Island, keep_in_fp32
+from fp16lab.precision import Precision
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -478,3 +482,133 @@ def test_a_graphed_decode_step_reproduces_generate():
         seen.append(tok.clone())
     expected = model.generate(torch.zeros(2, 1, dtype=torch.long, device="cuda"), 6)
     assert torch.equal(torch.cat(seen, 1), expected[:, 1:])
+
+
+# ----------------------------------------------------------------------------- bad-input audit (issue 14)
+
+
+def test_variant_parses_its_precision_and_refuses_a_non_bool_layout():
+    v = Variant("fp16", "cast")  # a name, as everywhere else: parsed, so .label works
+    assert v.precision is Precision.FP16 and v.label == "fp16 cast"
+    with pytest.raises(ValueError, match="channels_last"):
+        Variant(Precision.FP16, "cast", 1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown precision 'float16'"):
+        Variant("float16", "cast")  # type: ignore[arg-type]
+
+
+def test_prepare_model_checks_mode_even_where_it_is_ignored():
+    with pytest.raises(ValueError, match="mode must be one of"):
+        prepare_model(nn.Linear(2, 2), "fp32", "bogus", device="cpu")
+
+
+def test_weight_bytes_counts_meta_and_empty_tensors_each():
+    meta = nn.Linear(2, 2, device="meta")  # every meta storage has data_ptr 0: not one shared storage
+    assert weight_bytes(meta) == (2 * 2 + 2) * 4
+
+
+@pytest.mark.parametrize(
+    "make_input, words",
+    [
+        (lambda: torch.randn(1, 3, 8, 8), r"make_input\(1\) raised TypeError"),  # takes no batch size
+        (lambda b: torch.randn(1, 3, 8, 8), r"make_input\(2\) must return a tensor whose first dimension is 2"),
+    ],
+)
+def test_latency_sweep_checks_make_input_at_every_batch_size_before_work(make_input, words):
+    calls = []
+
+    class Counting(nn.Module):
+        def forward(self, x):
+            calls.append(x.shape[0])
+            return x
+
+    with pytest.raises(ValueError, match=words):
+        latency_sweep(Counting(), make_input, [1, 2], precisions=["fp32"], device="cpu", min_run_time=0.01)
+    assert calls == []  # refused before the model ran
+
+
+def test_a_model_error_in_the_sweep_says_where_it_happened():
+    with pytest.raises(RuntimeError, match="mat1 and mat2") as info:
+        latency_sweep(nn.Linear(4, 3), lambda b: torch.randn(b, 5), [1], precisions=["fp32"], device="cpu",
+                      min_run_time=0.01)
+    if sys.version_info >= (3, 11):  # exception notes exist from Python 3.11 on
+        assert "make_input(1)" in " ".join(getattr(info.value, "__notes__", []))
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(loss_fn=F.cross_entropy), "loss_fn needs targets"),
+        (dict(targets=torch.zeros(6, dtype=torch.long), loss_fn=nn.CrossEntropyLoss(reduction="none")),
+         r"loss_fn must return one number.*\(6,\)"),
+    ],
+)
+def test_precision_agreement_refuses_a_loss_it_cannot_report(kwargs, words):
+    targets = kwargs.pop("targets", None)
+    with pytest.raises(ValueError, match=words):
+        precision_agreement(nn.Linear(4, 3), torch.randn(6, 4), targets, device="cpu", precisions=["bf16"],
+                            modes=["autocast"], **kwargs)
+
+
+@pytest.mark.parametrize("fn", [nn.Linear(2, 2), lambda x: x, "model"])
+def test_graph_helpers_want_a_function_of_no_arguments(fn):
+    with pytest.raises(ValueError, match="fn must be a function of no arguments"):
+        capture_cuda_graph(fn, device="cpu")
+    with pytest.raises(ValueError, match="fn must be a function of no arguments"):
+        gpu_kernel_time(fn)
+
+
+def test_compile_for_inference_refuses_an_unknown_backend_before_compiling():
+    with pytest.raises(ValueError, match="backend 'nope' is not a torch.compile backend"):
+        compile_for_inference(nn.Linear(2, 2), torch.ones(1, 2), mode=None, backend="nope")
+
+
+@pytest.mark.parametrize("module", ["linear", None, lambda x: x])
+def test_fp32_island_wants_a_module(module):
+    with pytest.raises(ValueError, match="module must be a torch.nn.Module"):
+        FP32Island(module)  # type: ignore[arg-type]
+
+
+def test_fp32_island_is_not_nested():
+    with pytest.raises(ValueError, match="already an FP32Island"):
+        FP32Island(FP32Island(nn.Linear(2, 2)))
+    model = nn.Sequential(nn.Sequential(nn.Linear(2, 2)), nn.ReLU())
+    keep_in_fp32(model, ["0"])
+    before = copy.deepcopy(model)
+    with pytest.raises(ValueError, match="lies inside the FP32Island '0'"):
+        keep_in_fp32(model, ["0.module.0"])
+    assert str(model) == str(before)
+
+
+@pytest.mark.parametrize("names, words", [(["0", "0"], "duplicates"), (["9"], r"some that exist: \['0', '1'\]")])
+def test_keep_in_fp32_refuses_duplicates_and_lists_names(names, words):
+    model = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    with pytest.raises(ValueError, match=words):
+        keep_in_fp32(model, names)
+    assert isinstance(model[0], nn.Linear)  # unchanged
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(weight_dtype=torch.float32, autocast_dtype=torch.float32), "autocast_dtype must be None"),
+        (dict(weight_dtype=torch.float32, autocast_dtype=torch.int8), "autocast_dtype must be None"),
+        (dict(weight_dtype=torch.bfloat16, autocast_dtype=torch.bfloat16), "is for FP32 weights"),
+        (dict(weight_dtype=torch.float16, autocast_dtype=torch.bfloat16), "is for FP32 weights"),
+    ],
+)
+def test_decode_bytes_autocast_is_a_16_bit_dtype_over_fp32_weights(kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        decode_bytes(GPTConfig(vocab_size=16, seq_len=8, d_model=16, n_layers=1, n_heads=2), **kwargs)
+
+
+def test_copy_bandwidth_says_when_nbytes_does_not_fit():
+    with pytest.raises(ValueError, match="nbytes=.*do not fit"):
+        copy_bandwidth("cpu", nbytes=2**62)
+
+
+@pytest.mark.parametrize("kwargs, words", [(dict(batch_sizes=[1, 1]), "duplicates"), (dict(label=""), "label"),
+                                           (dict(label="  "), "label")])
+def test_decode_benchmark_refuses_duplicates_and_empty_labels(kwargs, words):
+    model = GPT(GPTConfig(vocab_size=16, seq_len=8, d_model=16, n_layers=1, n_heads=2))
+    with pytest.raises(ValueError, match=words):
+        decode_benchmark(model, steps=2, **kwargs)

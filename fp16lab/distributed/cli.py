@@ -9,11 +9,13 @@ into ``--out`` with the world size, backend, NCCL version and every rank's devic
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from fp16lab.checks import positive_float
 from fp16lab.distributed.experiments import compress_hooks, ddp_vs_single, fsdp_policies, world_metadata
 from fp16lab.distributed.launcher import BACKENDS, Workers, check_world, lesson_world
 from fp16lab.distributed.model import model_numel
@@ -30,10 +32,11 @@ def bench(out: "str | Path", *, world_size: int | None = None, backend: str = "n
     """
     from fp16lab.results import save_results
 
+    if not isinstance(out, (str, os.PathLike)) or not Path(out).is_dir():
+        raise ValueError(f"out must be an existing folder, got {out!r}")
     folder = Path(out)
-    if not folder.is_dir():
-        raise ValueError(f"out must be an existing folder, got {str(out)!r}")
     world = lesson_world() if world_size is None else check_world(world_size, backend)
+    timeout = positive_float("timeout", timeout)
     width, depth, batch = world.pick(64, 4096), world.pick(2, 8), world.pick(16, 64)
     print(f"world: {world}; MLP width {width}, depth {depth} ({model_numel(width, depth):,} parameters), "
           f"{batch} rows per rank", flush=True)

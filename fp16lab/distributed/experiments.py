@@ -352,10 +352,14 @@ def measure_or_reference(world: World, name: str, measure: Callable[[], pd.DataF
         raise ValueError(f"name must be a bare results name like 'multi_gpu_hooks', got {name!r}")
     if not callable(measure):
         raise ValueError(f"measure must be a function returning a DataFrame, got {measure!r}")
+    if extra is not None and not isinstance(extra, dict):
+        raise ValueError(f"extra must be a dict of metadata or None, got {extra!r}")
     if not w.multi_gpu:
         frame, meta = load_reference(name)
         return Measured(frame, meta, live=False)
     frame = measure()
+    if not isinstance(frame, pd.DataFrame):
+        raise ValueError(f"measure must return a pandas DataFrame, it returned {type(frame).__name__}")
     meta = {**world_metadata(w), **(extra or {})}
     save_results(frame, output_path(name), meta)
     return Measured(frame, meta, live=True)

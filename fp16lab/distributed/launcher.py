@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
+import inspect
 import itertools
 import math
 import os
@@ -56,6 +58,10 @@ class World:
 
     backend: str
     world_size: int
+
+    def __post_init__(self) -> None:  # syntax only; check_world also checks this machine
+        one_of("backend", self.backend, BACKENDS)
+        object.__setattr__(self, "world_size", positive_int("world_size", self.world_size))
 
     @property
     def device_type(self) -> str:
@@ -270,6 +276,38 @@ def _check_task(task: object) -> Callable[..., Any]:
     return task
 
 
+def _check_call(task: Callable[..., Any], kwargs: dict[str, Any]) -> None:
+    """``task(ctx, **kwargs)`` must bind, and ``kwargs`` must pickle: checked before any rank is asked."""
+    qual = getattr(task, "__qualname__", repr(task))
+    try:
+        pickle.dumps(kwargs)
+    except Exception as exc:
+        raise ValueError(f"the arguments of task {qual!r} cannot be pickled: {exc}") from None
+    try:
+        sig = inspect.signature(task)
+    except (TypeError, ValueError):  # a builtin without a signature: nothing to check
+        sig = None
+    if sig is not None:
+        try:
+            sig.bind(None, **kwargs)
+        except TypeError as exc:
+            raise ValueError(f"task {qual!r} cannot be called as task(ctx, **kwargs) with the keyword arguments "
+                             f"{sorted(kwargs)}: {exc} (its signature: {sig})") from None
+
+
+def _check_preload(preload: object) -> tuple[str, ...]:
+    if isinstance(preload, str) or not isinstance(preload, Sequence) or not all(isinstance(m, str) and m for m in preload):
+        raise ValueError(f"preload must be a sequence of module names, got {preload!r}")
+    for module in preload:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise ValueError(f"preload: module {module!r} cannot be imported here (every rank imports it at start-up)")
+    return tuple(preload)
+
+
 class Workers:
     """``world_size`` spawned processes in one process group, reused for many tasks.
 
@@ -297,11 +335,7 @@ class Workers:
         self._closed = True
         self._ids = itertools.count()
         boolean("wait", wait)
-        if preload is None:
-            preload = PRELOAD
-        if isinstance(preload, str) or not all(isinstance(m, str) and m for m in preload):
-            raise ValueError(f"preload must be a sequence of module names, got {preload!r}")
-        self.preload = tuple(preload)
+        self.preload = _check_preload(PRELOAD if preload is None else preload)
         self.pids: list[int] = []
         self.start_seconds = math.nan
         self._start()
@@ -397,10 +431,7 @@ class Workers:
             )
         fn = _check_task(task)
         limit = self.timeout if timeout is None else positive_float("timeout", timeout)
-        try:
-            pickle.dumps(kwargs)
-        except Exception as exc:
-            raise ValueError(f"the arguments of task {fn.__qualname__!r} cannot be pickled: {exc}") from None
+        _check_call(fn, kwargs)
         self.ready()
         task_id = next(self._ids)
         for q in self._inboxes:
@@ -475,10 +506,6 @@ def launch(
     Defaults: 2 processes on gloo, 120 s for start-up and again for the task, ``preload`` as in
     :class:`Workers`. Everything is validated before a process starts.
     """
-    _check_task(task)
-    try:
-        pickle.dumps(kwargs)
-    except Exception as exc:
-        raise ValueError(f"the arguments of task {getattr(task, '__qualname__', task)!r} cannot be pickled: {exc}") from None
+    _check_call(_check_task(task), kwargs)
     with Workers(world_size, backend, timeout=timeout, preload=preload) as workers:
         return workers.run(task, **kwargs)

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from fp16lab.checks import positive_int
 from fp16lab.distributed.launcher import RankContext
 
 __all__ = [
@@ -59,7 +60,8 @@ def mlp(width: int, depth: int) -> nn.Sequential:
 
 def model_numel(width: int, depth: int) -> int:
     """Parameters of :func:`mlp`: ``depth * (width**2 + width) + width * 8 + 8``."""
-    return sum(p.numel() for p in mlp(width, depth).parameters())
+    w, d = positive_int("width", width), positive_int("depth", depth)
+    return d * (w * w + w) + w * CLASSES + CLASSES
 
 
 def global_batch(step: int, rows: int, width: int, seed: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:

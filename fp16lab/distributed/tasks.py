@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from fp16lab.checks import non_negative_int, positive_float
 from fp16lab.device import synchronize
 from fp16lab.distributed.launcher import RankContext
 from fp16lab.distributed.model import (
@@ -79,8 +80,15 @@ def whoami(ctx: RankContext) -> dict[str, Any]:
     }
 
 
+def _demo_rank(ctx: RankContext, rank: object) -> None:
+    """Every rank refuses a ``rank`` outside the world alike (no rank waits in a barrier for it)."""
+    if non_negative_int("rank", rank) >= ctx.world_size:
+        raise ValueError(f"rank must be a rank of this world (0..{ctx.world_size - 1}), got {rank!r}")
+
+
 def fail_on_rank(ctx: RankContext, *, rank: int = 1) -> int:
     """A broken task: ``rank`` raises while the others wait for it in a barrier."""
+    _demo_rank(ctx, rank)
     if ctx.rank == rank:
         raise ValueError(f"rank {rank} was told to fail")
     dist.barrier()
@@ -89,6 +97,8 @@ def fail_on_rank(ctx: RankContext, *, rank: int = 1) -> int:
 
 def hang_on_rank(ctx: RankContext, *, rank: int = 1, seconds: float = 3600.0) -> int:
     """A hung task: ``rank`` sleeps for ``seconds`` instead of joining the others' barrier."""
+    _demo_rank(ctx, rank)
+    positive_float("seconds", seconds)
     if ctx.rank == rank:
         time.sleep(seconds)
     dist.barrier()

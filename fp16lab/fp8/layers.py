@@ -14,6 +14,7 @@ whether it imports here; nothing else in :mod:`fp16lab` needs it.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -97,8 +98,12 @@ class Fp8Filter:
         if not all(isinstance(s, str) for s in self.skip):
             raise ValueError(f"skip must hold module names (strings), got {self.skip!r}")
         object.__setattr__(self, "skip", tuple(self.skip))
-        positive_int("multiple", self.multiple)
-        positive_int("min_features", self.min_features, minimum=0)
+        multiple = positive_int("multiple", self.multiple)
+        if multiple % 16:
+            raise ValueError(f"multiple must be a multiple of 16 (FP8 Tensor Core kernels need both dimensions "
+                             f"divisible by 16), got {self.multiple!r}")
+        object.__setattr__(self, "multiple", multiple)
+        object.__setattr__(self, "min_features", positive_int("min_features", self.min_features, minimum=0))
 
     def reason(self, module: nn.Module, fqn: str) -> str:
         """Why ``module`` (named ``fqn``) stays in high precision; ``""`` when it is converted."""
@@ -123,6 +128,15 @@ def _filter_fn(module_filter: object) -> Callable[[nn.Module, str], bool]:
     if not callable(module_filter):
         raise ValueError(f"module_filter must be a function (module, fqn) -> bool such as Fp8Filter(), "
                          f"got {module_filter!r}")
+    try:
+        sig = inspect.signature(module_filter)
+    except (TypeError, ValueError):  # a builtin without a signature: nothing to check
+        return module_filter
+    try:
+        sig.bind(nn.Identity(), "")
+    except TypeError:
+        raise ValueError(f"module_filter must take two arguments (module, fqn) as torchao calls it, got "
+                         f"{getattr(module_filter, '__qualname__', module_filter)!r}{sig}") from None
     return module_filter
 
 
@@ -165,6 +179,10 @@ def to_fp8_training(
     instance("model", model, nn.Module, "an nn.Module")
     one_of("recipe", recipe, RECIPES)
     fn = _filter_fn(module_filter)
+    already = float8_layers(model)
+    if already:
+        raise ValueError(f"model already has torchao Float8Linear layers ({', '.join(already[:4]) or 'the model'}"
+                         f"{', ...' if len(already) > 4 else ''}): convert a fresh model once")
     if not any(isinstance(m, nn.Linear) and fn(m, n) for n, m in model.named_modules()):
         raise ValueError("module_filter selects no nn.Linear layer of this model: nothing would run in FP8 "
                          "(see fp8_plan(model, module_filter) for the reasons)")

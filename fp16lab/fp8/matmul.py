@@ -15,13 +15,14 @@ torchao uses it for the forward matmul only. PyTorch also has CPU kernels for it
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
 import torch
 
-from fp16lab.checks import boolean, one_of, positive_float, positive_int
+from fp16lab.checks import boolean, non_negative_int, one_of, positive_float, positive_int
 from fp16lab.device import parse_device, resolve_device
 from fp16lab.fp8.scaling import quantize
 from fp16lab.hardware import gpu_facts
@@ -142,7 +143,7 @@ def fp8_matmul_tflops(
     one_of("scaling", scaling, SCALINGS)
     boolean("use_fast_accum", use_fast_accum)
     positive_float("min_run_time", min_run_time)
-    g = torch.Generator(device=dev).manual_seed(seed)
+    g = torch.Generator(device=dev).manual_seed(non_negative_int("seed", seed))
     a = torch.randn(m, k, device=dev, generator=g)
     b = torch.randn(k, n, device=dev, generator=g)
     fa, fb, sa, sb = _quantized_operands(a, b, scaling)
@@ -189,11 +190,14 @@ def fp8_matmul_sweep(
     from tqdm.auto import tqdm
 
     dev = resolve_device(device)
+    if isinstance(shapes, (str, bytes)) or not isinstance(shapes, Iterable):
+        raise ValueError(f"shapes must be a list of ints n (n×n×n) or tuples (m, n, k), got {shapes!r}")
     shape_list = [_shape(s) for s in shapes]
     if not shape_list:
         raise ValueError("shapes is empty; give at least one int n or (m, n, k)")
-    cfgs = [(one_of("scaling", s, SCALINGS), boolean("use_fast_accum", f)) for s, f in configs]
+    cfgs = _configs(configs)
     positive_float("min_run_time", min_run_time)
+    boolean("progress", progress)
     support = fp8_capable(dev)
     if not support.ok:
         raise ValueError(f"device {str(dev)!r} cannot run FP8 matmuls: {support.reason}")
@@ -218,8 +222,16 @@ def fp8_matmul_sweep(
     return frame
 
 
+def _configs(configs: object) -> list[tuple[str, bool]]:
+    pairs = list(configs) if isinstance(configs, (tuple, list)) else None
+    if not pairs or any(not isinstance(c, (tuple, list)) or len(c) != 2 for c in pairs):
+        raise ValueError(f"configs must be a non-empty list of (scaling, use_fast_accum) pairs such as "
+                         f"[('tensorwise', False)], got {configs!r}")
+    return [(one_of("scaling", sc, SCALINGS), boolean("use_fast_accum", f)) for sc, f in pairs]
+
+
 def _shape(s: object) -> tuple[int, int, int]:
-    if isinstance(s, int) and not isinstance(s, bool):
+    if isinstance(s, numbers.Integral) and not isinstance(s, bool):
         s = (s, s, s)
     if not isinstance(s, (tuple, list)) or len(s) != 3:
         raise ValueError(f"a shape is an int n (for n×n×n) or a tuple (m, n, k); got {s!r}")

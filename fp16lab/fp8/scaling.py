@@ -14,13 +14,14 @@ cast's overflow behaviour, which changed between PyTorch releases).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import numbers
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
 import torch
 
-from fp16lab.checks import boolean, one_of
+from fp16lab.checks import boolean, one_of, values_readable
 from fp16lab.numerics import format_info, parse_format
 
 __all__ = ["FP8_FORMATS", "GRANULARITIES", "Quantized", "amax_scale", "quantize", "quantization_error", "scaling_table"]
@@ -44,7 +45,18 @@ def _float_tensor(name: str, x: object) -> torch.Tensor:
         raise ValueError(f"{name} must be a non-empty floating-point tensor of 1 or more dimensions, got {_what(x)}")
     if x.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
         raise ValueError(f"{name} is already FP8 ({x.dtype}); give the high-precision tensor")
+    # an inf amax makes the scale 0: every value would become 0 or NaN. Read only where free (no GPU sync).
+    if values_readable(x) and not bool(torch.isfinite(x).all()):
+        raise ValueError(f"{name} holds {int((~torch.isfinite(x)).sum())} inf/NaN values; amax scaling needs finite "
+                         "values (find where they come from with fp16lab.debug.first_nonfinite)")
     return x
+
+
+def _names(name: str, values: object, allowed: "Sequence[str]", parse: "Callable[[object], str]") -> list[str]:
+    if isinstance(values, str) or not isinstance(values, (tuple, list)) or not values:
+        raise ValueError(f"{name} must be a non-empty list of names from {', '.join(map(repr, allowed))}, "
+                         f"got {values!r}")
+    return [parse(v) for v in values]
 
 
 def _what(x: object) -> str:
@@ -69,9 +81,9 @@ def amax_scale(amax: "torch.Tensor | float", fmt: str = "fp8_e4m3", *, power_of_
     """
     info = format_info(_fp8_format(fmt))
     boolean("power_of_2", power_of_2)
-    if isinstance(amax, bool) or not isinstance(amax, (int, float, torch.Tensor)):
+    if isinstance(amax, bool) or not isinstance(amax, (numbers.Real, torch.Tensor)):
         raise ValueError(f"amax must be a number or a tensor of them, got {_what(amax)}")
-    t = torch.as_tensor(amax, dtype=torch.float32)
+    t = torch.as_tensor(amax if isinstance(amax, torch.Tensor) else float(amax), dtype=torch.float32)
     if not torch.isfinite(t).all() or (t < 0).any():
         raise ValueError(f"amax must be finite and >= 0 (a largest magnitude), got {amax!r}")
     return _scale(t, info.max, power_of_2)
@@ -109,7 +121,8 @@ def quantize(
 
     Defaults: ``fmt="fp8_e4m3"``, ``granularity="tensor"`` (``"row"``: one scale per row of the
     last dimension, e.g. per token of an activation), ``power_of_2=False``. The scale is computed
-    from ``x`` itself ("current" or "dynamic" scaling), so nothing overflows.
+    from ``x`` itself ("current" or "dynamic" scaling), so nothing overflows. ``x`` must be finite
+    (an inf amax would scale everything to 0): checked where reading values is free (CPU tensors).
     """
     x = _float_tensor("x", x)
     name = _fp8_format(fmt)
@@ -163,11 +176,12 @@ def scaling_table(
     """
     if not isinstance(tensors, Mapping) or not tensors:
         raise ValueError(f"tensors must be a non-empty mapping of name -> tensor, got {_what(tensors)}")
-    fmt_list = [_fp8_format(f) for f in fmts]
-    gran_list = [one_of("granularities", g, GRANULARITIES) for g in granularities]
-    if not fmt_list or not gran_list:
-        raise ValueError("fmts and granularities must each name at least one entry")
-    items = {str(k): _float_tensor(f"tensors[{k!r}]", v) for k, v in tensors.items()}
+    bad_keys = [k for k in tensors if not isinstance(k, str) or not k]
+    if bad_keys:
+        raise ValueError(f"tensors must map names (non-empty strings) to tensors; got keys {bad_keys!r}")
+    fmt_list = _names("fmts", fmts, FP8_FORMATS, _fp8_format)
+    gran_list = _names("granularities", granularities, GRANULARITIES, lambda g: one_of("granularities", g, GRANULARITIES))
+    items = {k: _float_tensor(f"tensors[{k!r}]", v) for k, v in tensors.items()}
     rows = []
     for name, x in items.items():
         row_amax = x.detach().reshape(-1, x.shape[-1]).abs().amax(dim=1).float()

@@ -20,7 +20,7 @@ from torch import nn
 
 from fp16lab.checks import boolean, one_of, positive_float, positive_int
 from fp16lab.device import OOM_ERRORS, free_memory, model_device, resolve_device
-from fp16lab.fp8.layers import RECIPES, Fp8Filter, to_fp8_training, torchao_status
+from fp16lab.fp8.layers import RECIPES, Fp8Filter, _filter_fn, to_fp8_training, torchao_status
 from fp16lab.fp8.matmul import fp8_capable
 from fp16lab.lm import lm_throughput, train_lm
 from fp16lab.lm_data import SyntheticLanguage
@@ -41,6 +41,23 @@ def _check_factory(make_model: object) -> None:
     if isinstance(make_model, nn.Module) or not callable(make_model):
         raise ValueError(f"make_model must be a function returning a fresh GPT (each run needs a new one), "
                          f"got {type(make_model).__name__}")
+
+
+def _check_fp8_layers(make_model: ModelFactory, module_filter: Any) -> None:
+    """Before any run: ``make_model()`` builds a module in which the filter selects a layer (built once, dropped)."""
+    fn = _filter_fn(module_filter)
+    torch.manual_seed(0)
+    model = make_model()
+    try:
+        if not isinstance(model, nn.Module):
+            raise ValueError(f"make_model must return a torch.nn.Module (a fresh GPT), it returned {type(model).__name__}")
+        if not any(isinstance(m, nn.Linear) and fn(m, n) for n, m in model.named_modules()):
+            raise ValueError("module_filter selects no nn.Linear layer of make_model()'s model: the FP8 runs would "
+                             "have nothing in FP8 (see fp8_plan(make_model(), module_filter) for the reasons)")
+    finally:
+        dev = model_device(model, torch.device("cpu")) if isinstance(model, nn.Module) else torch.device("cpu")
+        del model
+        free_memory(dev)
 
 
 def _recipes(recipes: Sequence[str]) -> list[str]:
@@ -69,6 +86,8 @@ def fp8_measure(
     boolean("needs_torchao", needs_torchao)
     boolean("gpu_only", gpu_only)
     dev = resolve_device(device)
+    if not callable(measure):
+        raise ValueError(f"measure must be a function returning a DataFrame, got {measure!r}")
     if gpu_only and not live_gpu():
         return measure_or_reference(name, measure)  # quick mode or no GPU: the reference
     support = fp8_capable(dev)
@@ -83,6 +102,8 @@ def fp8_measure(
     if gpu_only or live_gpu():
         return measure_or_reference(name, measure)  # live GPU: measured and saved
     frame = measure()
+    if not isinstance(frame, pd.DataFrame):
+        raise ValueError(f"measure must return a pandas DataFrame, it returned {type(frame).__name__}")
     from fp16lab.env import run_metadata
 
     return Measured(frame, run_metadata(dev), live=True)
@@ -120,9 +141,13 @@ def fp8_curves(
     _check_factory(make_model)
     steps, batch = positive_int("steps", steps), positive_int("batch", batch)
     p = parse_precision(precision).value
+    boolean("progress", progress)
     runs: list[str | None] = [None, *_recipes(recipes)]
     kwargs = {"steps": steps, "batch": batch, "precision": p, "lr": positive_float("lr", lr), "progress": False,
               "eval_batches": positive_int("eval_batches", eval_batches), "eval_every": eval_every}
+    if eval_every is not None:
+        positive_int("eval_every", eval_every)
+    _check_fp8_layers(make_model, module_filter)
     frames = []
     for recipe in tqdm(runs, desc="runs", disable=not progress, leave=False):
         label = _config_name(p, recipe)
@@ -179,11 +204,14 @@ def fp8_throughput(
     _check_factory(make_model)
     p = parse_precision(precision).value
     boolean("compile", compile)
+    boolean("progress", progress)
     kwargs: dict[str, Any] = {"batch": positive_int("batch", batch), "precision": p,
                               "steps": positive_int("steps", steps), "warmup": positive_int("warmup", warmup),
-                              "peak_tflops": peak_tflops}
+                              "peak_tflops": None if peak_tflops is None else positive_float("peak_tflops", peak_tflops)}
+    configs = [None, *_recipes(recipes)]
+    _check_fp8_layers(make_model, module_filter)
     rows = []
-    for recipe in tqdm([None, *_recipes(recipes)], desc="configurations", disable=not progress, leave=False):
+    for recipe in tqdm(configs, desc="configurations", disable=not progress, leave=False):
         row = _throughput_row(make_model, recipe, module_filter, compile, kwargs)
         rows.append({"config": _config_name(p, recipe), "compiled": compile, **row})
     frame = pd.DataFrame(rows)
@@ -249,9 +277,15 @@ def linear_speed(
     """
     from tqdm.auto import tqdm
 
-    size_list = [positive_int("sizes", s) for s in sizes]
+    if isinstance(sizes, str) or not isinstance(sizes, (tuple, list)):
+        raise ValueError(f"sizes must be a list of layer widths such as (512, 1024, 4096), got {sizes!r}")
+    size_list = [positive_int(f"sizes[{i}]", s) for i, s in enumerate(sizes)]
     if not size_list:
         raise ValueError("sizes is empty; give layer widths such as (512, 1024, 4096)")
+    odd = [d for d in size_list if d % 16]
+    if odd:
+        raise ValueError(f"sizes must be multiples of 16 (FP8 kernels need it), got {odd}")
+    boolean("progress", progress)
     tokens = positive_int("tokens", tokens)
     one_of("recipe", recipe, RECIPES)
     p = parse_precision(precision).value
