@@ -219,3 +219,9 @@ def test_student_copy_checks_work_both_ways(copy):
     results = verify.verify_student_copy(copy, paths.notebooks_dir() / copy.name)
     assert results and all(r.accepts_solution and r.rejects_none.startswith("AssertionError")
                            for r in results)
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)
+def test_every_lesson_has_at_least_three_exercises(lesson):
+    found = student.exercises(nbformat.read(lesson, as_version=4), name=lesson.name)
+    assert len(found) >= 3, f"{lesson.name} has {len(found)} exercises; the series promises at least 3 a lesson"
