@@ -18,10 +18,10 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@if [ -n "$(CPU)" ]; then \
 	  echo "==> [2/3] CPU-only PyTorch from $(TORCH_CPU_INDEX) (CPU=1)"; \
-	  $(BIN)/python -m pip install --disable-pip-version-check --progress-bar on torch torchvision --index-url $(TORCH_CPU_INDEX); \
+	  $(BIN)/python -m pip install --disable-pip-version-check --no-compile --progress-bar on torch torchvision --index-url $(TORCH_CPU_INDEX); \
 	else echo "==> [2/3] PyTorch comes with the next step (no GPU? stop here and run: make setup CPU=1)"; fi
 	@echo "==> [3/3] fp16lab, PyTorch, JupyterLab and the test tools: pip install -e '.[dev]' (a few minutes and a few GB the first time; pip names each package as it goes)"
-	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -e '.[dev]'
+	$(BIN)/python -m pip install --disable-pip-version-check --no-compile --progress-bar on -e '.[dev]'
 	@touch $(STAMP)
 	@echo "==> set-up done: $(BIN)/python; next: make lab (or make doctor)"
 
@@ -44,10 +44,15 @@ browser:
 	  || { echo "chromium could not be installed: tests/test_browser.py will be skipped (an error when CI is set)"; [ -z "$$CI" ] || exit 1; }; \
 	else echo "note: no chromium here, so tests/test_browser.py will be skipped (notebooks/INSTRUCTORS.md)"; fi
 
-# The whole gate (CI runs this): lint, types, unit tests and every notebook.
-test: setup browser lint types
+# The whole gate (CI runs this): lint, types, unit tests and every notebook. The type check runs
+# beside the tests (it waits on one core while they run); either failing fails `make test`.
+test: setup browser lint
+	@echo "==> type check (mypy) in the background; its report follows the tests"
 	@echo "==> running the tests: unit tests (every student copy run and its exercises proved), every lesson (nbval), JupyterLab in a browser"
-	$(BIN)/python -m pytest
+	@$(BIN)/python -m mypy > $(VENV)/mypy.log 2>&1 & types=$$!; \
+	$(BIN)/python -m pytest; tests=$$?; \
+	wait $$types; typed=$$?; echo "==> mypy:"; cat $(VENV)/mypy.log; \
+	if [ $$tests -ne 0 ] || [ $$typed -ne 0 ]; then echo "==> make test failed (pytest exit $$tests, mypy exit $$typed)"; exit 1; fi
 
 # The fast lane for day-to-day work: lint, types and the unit tests, no notebooks.
 check: setup lint types
