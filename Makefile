@@ -18,10 +18,10 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@if [ -n "$(CPU)" ]; then \
 	  echo "==> [2/3] CPU-only PyTorch from $(TORCH_CPU_INDEX) (CPU=1)"; \
-	  $(BIN)/python -m pip install --disable-pip-version-check --no-compile --progress-bar on torch torchvision --index-url $(TORCH_CPU_INDEX); \
+	  $(BIN)/python -m pip install --disable-pip-version-check --progress-bar on torch torchvision --index-url $(TORCH_CPU_INDEX); \
 	else echo "==> [2/3] PyTorch comes with the next step (no GPU? stop here and run: make setup CPU=1)"; fi
 	@echo "==> [3/3] fp16lab, PyTorch, JupyterLab and the test tools: pip install -e '.[dev]' (a few minutes and a few GB the first time; pip names each package as it goes)"
-	$(BIN)/python -m pip install --disable-pip-version-check --no-compile --progress-bar on -e '.[dev]'
+	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -e '.[dev]'
 	@touch $(STAMP)
 	@echo "==> set-up done: $(BIN)/python; next: make lab (or make doctor)"
 
