@@ -21,6 +21,7 @@ __all__ = [
     "one_of",
     "boolean",
     "instance",
+    "distinct",
     "integer_tensor",
     "values_readable",
 ]
@@ -100,6 +101,17 @@ def instance(name: str, value: T, types: "type | tuple[type, ...]", what: str) -
     if isinstance(value, types) and not (isinstance(value, bool) and bool not in _as_tuple(types)):
         return value
     raise ValueError(f"{name} must be {what}, got {_short(value)}")
+
+
+def distinct(name: str, values: Sequence[T], key: "Any" = None) -> list[T]:
+    """``values`` as a list when no entry repeats (by ``key(entry)``, default the entry): one row each."""
+    seen: dict[Any, int] = {}
+    for i, v in enumerate(values):
+        k = key(v) if key is not None else v
+        if k in seen:
+            raise ValueError(f"{name} lists {k!r} twice (entries {seen[k]} and {i}); give each once")
+        seen[k] = i
+    return list(values)
 
 
 def values_readable(t: Any) -> bool:

@@ -231,6 +231,8 @@ def test_max_batch_size_multiple_and_limit() -> None:
     capped = max_batch_size(_mlp(), _fake_oom_batches(10_000), precision="fp32", limit=50)
     assert capped.max_batch == 50 and capped.hit_limit and capped.trials["ok"].all()
     assert "limit" in str(capped)
+    odd = max_batch_size(_mlp(), _fake_oom_batches(10_000), precision="fp32", start=2, multiple=2, limit=7)
+    assert odd.max_batch == 6 and odd.limit == 6 and odd.hit_limit and "the search limit 6 was reached" in str(odd)
 
 
 def test_max_batch_size_nothing_fits() -> None:

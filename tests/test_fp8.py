@@ -542,3 +542,12 @@ def test_training_helpers_refuse_more_bad_arguments(fn, kwargs, words, monkeypat
             linear_speed: dict(tokens=8, device="cpu")}[fn]
     with pytest.raises(ValueError, match=words):
         fn(**{**base, **kwargs})
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"fmts": ["fp8_e4m3", "fp8_e4m3"]}, "fmts lists 'fp8_e4m3' twice"),
+    ({"granularities": ["tensor", "row", "tensor"]}, "granularities lists 'tensor' twice"),
+])
+def test_scaling_table_refuses_an_entry_listed_twice(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        scaling_table({"w": torch.randn(32, 32)}, **kwargs)

@@ -522,3 +522,9 @@ def test_helpers_take_tensors_of_every_floating_dtype_including_fp8() -> None:
     assert bit_view(np.float32(0.1), "fp32").value == float(np.float32(0.1))
     assert bit_view(np.int64(3), torch.bfloat16).value == 3.0
     np.testing.assert_array_equal(ulp(np.array([1, 2, 3], dtype=np.float16), "fp16"), [2**-10, 2**-9, 2**-9])
+
+
+@pytest.mark.parametrize("formats", [["fp16", "fp16"], ["fp16", torch.float16], ["bf16", "fp32", torch.bfloat16]])
+def test_formats_table_refuses_a_format_listed_twice(formats):
+    with pytest.raises(ValueError, match=r"formats lists '(fp16|bf16)' twice"):
+        formats_table(formats)

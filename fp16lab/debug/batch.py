@@ -43,7 +43,7 @@ class BatchSearch:
 
     max_batch: int
     trials: pd.DataFrame
-    limit: int
+    limit: int  # the largest size the search could try: the ``limit`` asked for, rounded down to ``multiple``
     precision: str
     device: str
     hit_limit: bool = field(default=False)
@@ -176,6 +176,7 @@ def max_batch_size(
     )
     with restored(model, True), precision_context(trials.precision):
         model.train()
-        good, bad = _search(trials, start, limit // multiple * multiple, multiple)
+        top = limit // multiple * multiple  # the largest size the search may try; what the result reports
+        good, bad = _search(trials, start, top, multiple)
     table = pd.DataFrame(trials.rows, columns=["batch_size", "ok", "peak_mib", "error"])
-    return BatchSearch(good, table, limit, trials.precision.value, str(dev), hit_limit=bad is None)
+    return BatchSearch(good, table, top, trials.precision.value, str(dev), hit_limit=bad is None)

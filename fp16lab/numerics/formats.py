@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from fp16lab.checks import distinct
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -168,7 +170,8 @@ def formats_table(formats: Iterable[FormatLike] = FORMATS) -> "pd.DataFrame":
         items = list(formats)
     except TypeError:
         raise ValueError(f"formats must be a list of formats ({_allowed_text()}), got {formats!r}") from None
-    rows = [format_info(f).as_dict() for f in items]
+    infos = distinct("formats", [format_info(f) for f in items], key=lambda info: info.name)
+    rows = [info.as_dict() for info in infos]
     if not rows:
         raise ValueError(f"formats is empty; give one or more of {_allowed_text()}")
     return pd.DataFrame(rows).set_index("format")
