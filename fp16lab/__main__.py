@@ -13,7 +13,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-__all__ = ["SUBCOMMANDS", "build_parser", "main"]
+__all__ = ["SUBCOMMANDS", "build_parser", "main", "run_parsed"]
 
 SubParsers = argparse._SubParsersAction  # what add_subparsers() returns
 
@@ -79,14 +79,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` and run the subcommand; a refused input is exit status 2 with the reason."""
-    args = build_parser().parse_args(argv)
+def run_parsed(args: argparse.Namespace) -> int:
+    """Run parsed command-line arguments; a refused input is exit status 2 with the reason.
+
+    Every command line of the package ends here (also the ``python -m fp16lab.<module>`` aliases).
+    """
     try:
         return int(args.func(args))
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` and run the subcommand; a refused input is exit status 2 with the reason."""
+    return run_parsed(build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

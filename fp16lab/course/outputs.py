@@ -302,12 +302,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m fp16lab.outputs``: the same as ``python -m fp16lab outputs``."""
     parser = configure(argparse.ArgumentParser(prog="python -m fp16lab.outputs", description=__doc__,
                                                formatter_class=argparse.RawDescriptionHelpFormatter))
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args))
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    from fp16lab.__main__ import run_parsed
+
+    return run_parsed(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -136,20 +136,13 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     configure(p)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run parsed workshop arguments; a refused input is exit status 2 with the reason."""
-    try:
-        return int(args.func(args))
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m fp16lab.workshop``: the same as ``python -m fp16lab workshop``."""
     parser = configure(argparse.ArgumentParser(prog="python -m fp16lab.workshop", description=__doc__,
                                                formatter_class=argparse.RawDescriptionHelpFormatter))
-    return run(parser.parse_args(argv))
+    from fp16lab.__main__ import run_parsed
+
+    return run_parsed(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -89,5 +89,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fp16lab.distributed", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_args(parser)
-    args = parser.parse_args(argv)
-    return int(args.func(args))
+    from fp16lab.__main__ import run_parsed
+
+    return run_parsed(parser.parse_args(argv))
