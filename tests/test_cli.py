@@ -143,3 +143,16 @@ def test_repo_root_needs_fp16labs_pyproject(tmp_path, monkeypatch):
         paths.repo_root()
     monkeypatch.setenv(paths.ROOT_ENV, str(mine))
     assert paths.repo_root(other) == mine.resolve()  # the variable wins over the search
+
+
+def test_replace_block_rewrites_only_between_its_markers(tmp_path):
+    guide = tmp_path / "guide.md"
+    guide.write_text("intro\n<!-- a -->\nold\n<!-- b -->\nafter <!-- a -->\n")
+    assert paths.replace_block(guide, "<!-- a -->", "<!-- b -->", "new") is True
+    assert guide.read_text() == "intro\n<!-- a -->\nnew\n<!-- b -->\nafter <!-- a -->\n"
+    assert paths.replace_block(guide, "<!-- a -->", "<!-- b -->", "new") is False
+    before = guide.read_text()
+    for start, end in (("<!-- c -->", "<!-- b -->"), ("<!-- b -->", "<!-- a -->x")):
+        with pytest.raises(ValueError, match="lacks the markers"):
+            paths.replace_block(guide, start, end, "x")
+    assert guide.read_text() == before

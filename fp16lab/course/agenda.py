@@ -164,15 +164,7 @@ def agenda_table(timings_file: "str | Path | None" = None) -> str:
 def update_agenda(guide: "str | Path | None" = None, timings_file: "str | Path | None" = None) -> bool:
     """Rewrite the table between the agenda markers of the instructor guide; True if it changed."""
     g = Path(guide or _paths.instructors_guide())
-    text = g.read_text(encoding="utf-8")
-    if AGENDA_START not in text or AGENDA_END not in text:
-        raise ValueError(f"{str(g)!r} lacks the markers {AGENDA_START!r} and {AGENDA_END!r}")
-    head, rest = text.split(AGENDA_START, 1)
-    _, tail = rest.split(AGENDA_END, 1)
-    new = f"{head}{AGENDA_START}\n{agenda_table(timings_file)}\n{AGENDA_END}{tail}"
-    if new != text:
-        g.write_text(new, encoding="utf-8")
-    return new != text
+    return _paths.replace_block(g, AGENDA_START, AGENDA_END, agenda_table(timings_file))
 
 
 def agenda_problems(root: "str | Path | None" = None) -> list[str]:

@@ -27,6 +27,7 @@ __all__ = [
     "LESSON_GLOB",
     "CURRICULUM",
     "notebook_file",
+    "replace_block",
     "positive_seconds",
 ]
 
@@ -159,3 +160,21 @@ def positive_seconds(value: str) -> int:
     if seconds < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number of seconds >= 1, got {value!r}")
     return seconds
+
+
+def replace_block(path: "str | os.PathLike[str]", start: str, end: str, body: str) -> bool:
+    """Put ``body`` between the ``start`` and ``end`` markers of the file at ``path``; True when it changed.
+
+    Guides keep generated tables between marker comments; the text around them is left as it is.
+    """
+    p = Path(path)
+    text = p.read_text(encoding="utf-8")
+    if start not in text or end not in text.split(start, 1)[1]:
+        raise ValueError(f"{str(p)!r} lacks the markers {start!r} ... {end!r} around its generated block")
+    head, rest = text.split(start, 1)
+    tail = rest.split(end, 1)[1]
+    new = f"{head}{start}\n{body}\n{end}{tail}"
+    if new == text:
+        return False
+    p.write_text(new, encoding="utf-8")
+    return True

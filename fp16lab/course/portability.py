@@ -218,16 +218,7 @@ GUIDE_END = "<!-- portability:end -->"
 def update_guide(guide: "str | os.PathLike[str] | None" = None) -> bool:
     """Write :func:`matrix_table` between the markers of the instructor guide; True when it changed."""
     p = Path(guide) if guide is not None else paths.instructors_guide()
-    text = p.read_text(encoding="utf-8")
-    if GUIDE_START not in text or GUIDE_END not in text:
-        raise ValueError(f"{str(p)!r} has no {GUIDE_START} ... {GUIDE_END} block for the matrix")
-    head, rest = text.split(GUIDE_START, 1)
-    _, tail = rest.split(GUIDE_END, 1)
-    new = f"{head}{GUIDE_START}\n{matrix_table()}\n{GUIDE_END}{tail}"
-    if new == text:
-        return False
-    p.write_text(new, encoding="utf-8")
-    return True
+    return paths.replace_block(p, GUIDE_START, GUIDE_END, matrix_table())
 
 
 def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
