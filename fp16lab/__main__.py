@@ -13,6 +13,8 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
+from fp16lab._command import run_parsed
+
 __all__ = ["SUBCOMMANDS", "build_parser", "main", "run_parsed"]
 
 SubParsers = argparse._SubParsersAction  # what add_subparsers() returns
@@ -77,18 +79,6 @@ def build_parser() -> argparse.ArgumentParser:
     for _, add in SUBCOMMANDS:
         add(sub)
     return parser
-
-
-def run_parsed(args: argparse.Namespace) -> int:
-    """Run parsed command-line arguments; a refused input is exit status 2 with the reason.
-
-    Every command line of the package ends here (also the ``python -m fp16lab.<module>`` aliases).
-    """
-    try:
-        return int(args.func(args))
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:

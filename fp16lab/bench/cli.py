@@ -218,6 +218,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fp16lab.bench")
     sub = parser.add_subparsers(dest="command", required=True)
     add_bench_parser(sub)
-    from fp16lab.__main__ import run_parsed
+    from fp16lab._command import run_parsed
 
     return run_parsed(parser.parse_args(["bench", *(sys.argv[1:] if argv is None else argv)]))

@@ -302,7 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m fp16lab.outputs``: the same as ``python -m fp16lab outputs``."""
     parser = configure(argparse.ArgumentParser(prog="python -m fp16lab.outputs", description=__doc__,
                                                formatter_class=argparse.RawDescriptionHelpFormatter))
-    from fp16lab.__main__ import run_parsed
+    from fp16lab._command import run_parsed
 
     return run_parsed(parser.parse_args(argv))
 

@@ -89,6 +89,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fp16lab.distributed", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_args(parser)
-    from fp16lab.__main__ import run_parsed
+    from fp16lab._command import run_parsed
 
     return run_parsed(parser.parse_args(argv))
