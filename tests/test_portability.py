@@ -72,3 +72,74 @@ def test_the_committed_matrix_is_well_formed_and_the_guide_shows_it():
     guide = instructors_guide().read_text(encoding="utf-8")
     block = guide.split(portability.GUIDE_START, 1)[1].split(portability.GUIDE_END, 1)[0].strip()
     assert block == portability.matrix_table(), "run `python -m fp16lab portability table --write`"
+
+
+def test_table_says_when_lessons_shared_the_gpu(tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    lesson = tmp_path / "02_x.ipynb"
+    nbformat.write(nb, lesson)
+    frame = portability.load_matrix(tmp_path / "none.json")
+    frame.loc[0] = _row("02_x", "none", digest=code_digest(nb)) | {"jobs": 1}
+    frame.loc[1] = _row("02_x", "t4", "failed", digest=code_digest(nb)) | {"jobs": 5}
+    frame.loc[2] = _row("02_x", "rtx3060", digest=code_digest(nb))  # recorded before the column: one at a time
+    table = portability.matrix_table(frame, [lesson])
+    assert "| 02_x | passed, 1 s | not run | passed, 1 s | not run | **failed**, 1 s (5 at once) | not run |" in table
+
+
+class _FakeChild:
+    """Stands in for the child process: 'executes' the copy by adding an output, records its env."""
+
+    def __init__(self, fail=False):
+        self.envs, self.fail = [], fail
+
+    def __call__(self, cmd, env, **kw):
+        copy = cmd[-2]
+        nb = nbformat.read(copy, as_version=4)
+        nb.cells[0].outputs = [nbformat.v4.new_output("stream", text="ran\n")]
+        nbformat.write(nb, copy)
+        self.envs.append(env)
+        info = {"torch": "2.11.0", "device": "NVIDIA H200"} | ({"error": "AssertionError: 0.94"} if self.fail else {})
+        return subprocess.CompletedProcess(cmd, 1 if self.fail else 0, stdout=json.dumps(info) + "\n", stderr="")
+
+
+def _lesson(tmp_path):
+    lesson = tmp_path / "02_x.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]), lesson)
+    return lesson
+
+
+def test_run_one_caps_threads_and_keeps_the_executed_copy(tmp_path, monkeypatch):
+    child = _FakeChild(fail=True)
+    monkeypatch.setattr(portability.subprocess, "run", child)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    lesson = _lesson(tmp_path)
+    row = portability.run_one(lesson, "t4", threads=4, keep=tmp_path / "kept")
+    assert child.envs[0]["OMP_NUM_THREADS"] == "4" and child.envs[0]["FP16LAB_PROFILE"] == "t4"
+    assert row["status"] == "failed" and row["error"] == "AssertionError: 0.94" and row["jobs"] == 1
+    kept = nbformat.read(tmp_path / "kept" / "02_x.t4.ipynb", as_version=4)
+    assert kept.cells[0].outputs[0]["text"] == "ran\n"  # the executed copy, failed runs too
+    assert nbformat.read(lesson, as_version=4).cells[0].outputs == []  # the lesson itself is untouched
+    portability.run_one(lesson, "t4")
+    assert "OMP_NUM_THREADS" not in child.envs[1]  # no cap asked: none set
+
+
+def test_run_matrix_shares_the_cores_and_records_jobs(tmp_path, monkeypatch):
+    child = _FakeChild()
+    monkeypatch.setattr(portability.subprocess, "run", child)
+    monkeypatch.setattr(portability.os, "cpu_count", lambda: 16)
+    frame = portability.run_matrix([_lesson(tmp_path)], ["t4", "rtx3060", "a100-40gb"], jobs=3, save=False)
+    assert {e["OMP_NUM_THREADS"] for e in child.envs} == {"5"}
+    assert list(frame["jobs"]) == [3, 3, 3] and (frame["status"] == "passed").all()
+
+
+def test_run_bad_threads_and_keep_are_refused_before_any_run(tmp_path, monkeypatch):
+    child = _FakeChild()
+    monkeypatch.setattr(portability.subprocess, "run", child)
+    lesson = _lesson(tmp_path)
+    with pytest.raises(ValueError, match="threads"):
+        portability.run_one(lesson, "t4", threads=0)
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    with pytest.raises(ValueError, match="keep '.*afile' is a file"):
+        portability.run_matrix([lesson], ["t4"], keep=afile, save=False)
+    assert child.envs == []

@@ -7,7 +7,8 @@ committed lessons are never touched), in a profile smoke run (``FP16LAB_SMOKE=1`
 sizes and code paths, fewer steps and repeats), and records one row per lesson and profile
 in ``results/portability.json``: the lesson's file stem, the digest of its code cells (the
 same digest its outputs stamp records, so a row is tied to the code it ran), the profile,
-passed/failed, seconds, the real device and the torch version.
+passed/failed, seconds, the real device, the torch version and ``jobs``, how many lessons shared
+the GPU (a speed assert that fails with ``jobs > 1`` may be the neighbours, not the profile).
 ``python -m fp16lab portability table`` prints the matrix as the instructor guide shows it.
 """
 
@@ -37,7 +38,8 @@ __all__ = ["PROFILE_KEYS", "matrix_path", "load_matrix", "record", "run_one", "r
            "update_guide", "add_parser", "configure", "main"]
 
 PROFILE_KEYS = ("none", "rtx4090d", "rtx3060", "rtx4060-laptop", "t4", "a100-40gb")
-COLUMNS = ("lesson", "profile", "status", "seconds", "code_sha256", "device", "torch", "mode", "date", "error")
+COLUMNS = ("lesson", "profile", "status", "seconds", "code_sha256", "device", "torch", "mode", "date", "error",
+           "jobs")
 
 
 def matrix_path() -> Path:
@@ -87,16 +89,28 @@ def _check_profile(profile: str) -> str:
     return profile
 
 
-def run_one(lesson: "str | Path", profile: str, *, smoke: bool = True, timeout: int = 900) -> dict[str, Any]:
-    """Execute a copy of ``lesson`` under ``profile`` in a fresh process; return its matrix row."""
+def run_one(lesson: "str | Path", profile: str, *, smoke: bool = True, timeout: int = 900,
+            threads: int | None = None, keep: "str | os.PathLike[str] | None" = None) -> dict[str, Any]:
+    """Execute a copy of ``lesson`` under ``profile`` in a fresh process; return its matrix row.
+
+    ``threads`` caps the CPU threads of the lesson's kernel (``OMP_NUM_THREADS``: lessons run side
+    by side share the cores instead of oversubscribing them); ``keep`` is a folder
+    that receives the executed copy as ``<stem>.<profile>.ipynb``, passed or failed, with nbclient's
+    per-cell timings in its metadata.
+    """
     import nbformat
 
     src = Path(lesson)
     if not src.is_file():
         raise ValueError(f"lesson {str(lesson)!r} is not a notebook file")
     _check_profile(profile)
+    if threads is not None:
+        threads = positive_int("threads", threads)
+    keep_dir = _keep_dir(keep)
     nb = nbformat.read(src, as_version=4)
     env = dict(os.environ, FP16LAB_QUICK="0", PYTHONUNBUFFERED="1")
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
     env.pop("FP16LAB_REFERENCE_RUN", None)  # a profile run never writes the committed results
     env["FP16LAB_PROFILE"] = "" if profile == "none" else profile
     env["FP16LAB_SMOKE"] = "1" if smoke else "0"
@@ -109,6 +123,8 @@ def run_one(lesson: "str | Path", profile: str, *, smoke: bool = True, timeout: 
             env=env, capture_output=True, text=True, timeout=timeout + 120, check=False,
         )
         seconds = time.perf_counter() - t0
+        if keep_dir is not None:
+            shutil.copy2(copy, keep_dir / f"{src.stem}.{profile}.ipynb")
     meta = _last_json(proc.stdout)
     error = "" if proc.returncode == 0 else (meta.get("error") or proc.stderr.strip().splitlines()[-1:] or ["?"])
     return {
@@ -122,7 +138,18 @@ def run_one(lesson: "str | Path", profile: str, *, smoke: bool = True, timeout: 
         "mode": "full-smoke" if smoke else "full",
         "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d"),
         "error": error if isinstance(error, str) else str(error[0])[:300],
+        "jobs": 1,
     }
+
+
+def _keep_dir(keep: "str | os.PathLike[str] | None") -> Path | None:
+    if keep is None:
+        return None
+    k = Path(keep)
+    if k.exists() and not k.is_dir():
+        raise ValueError(f"keep {str(keep)!r} is a file; give a folder for the executed copies")
+    k.mkdir(parents=True, exist_ok=True)
+    return k
 
 
 def _last_json(text: str) -> dict[str, Any]:
@@ -154,17 +181,20 @@ def _execute(copy: str, timeout: int) -> int:
     except CellExecutionError as exc:
         lines = [ln for ln in str(exc).splitlines() if ln.strip()]
         info["error"] = (lines[-1] if lines else "cell failed")[:300]
-        print(json.dumps(info))
-        return 1
+    nbformat.write(nb, copy)  # the executed copy, for run_one's ``keep``
     print(json.dumps(info))
-    return 0
+    return 1 if "error" in info else 0
 
 
 def run_matrix(
     lessons: Sequence["str | Path"], profiles: Sequence[str] = PROFILE_KEYS[1:], *,
     smoke: bool = True, jobs: int = 1, timeout: int = 900, save: bool = True,
+    keep: "str | os.PathLike[str] | None" = None,
 ) -> pd.DataFrame:
-    """Run every lesson under every profile (``jobs`` at a time) and record the rows as they finish."""
+    """Run every lesson under every profile (``jobs`` at a time) and record the rows as they finish.
+
+    Lessons run side by side share the CPU cores evenly (see :func:`run_one`'s ``threads``).
+    """
     if not lessons:
         raise ValueError("lessons is empty; give notebook paths such as notebooks/00_setup_and_verify.ipynb")
     for p in profiles:
@@ -174,10 +204,14 @@ def run_matrix(
     for lesson in lessons:
         if not Path(lesson).is_file():
             raise ValueError(f"lesson {str(lesson)!r} is not a notebook file")
+    _keep_dir(keep)
+    threads = max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else None
     work = [(Path(lesson), p) for lesson in lessons for p in profiles]
     rows: list[dict[str, Any]] = []
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for row in pool.map(lambda lp: run_one(lp[0], lp[1], smoke=smoke, timeout=timeout), work):
+        for row in pool.map(lambda lp: run_one(lp[0], lp[1], smoke=smoke, timeout=timeout, threads=threads,
+                                               keep=keep), work):
+            row["jobs"] = jobs
             rows.append(row)
             print(f"{row['lesson']:<32} {row['profile']:<15} {row['status']:<7} {row['seconds']:>6.1f} s "
                   f"{row['error']}", flush=True)
@@ -206,7 +240,8 @@ def matrix_table(frame: pd.DataFrame | None = None, lessons: Sequence["str | Pat
             mark = "passed" if r["status"] == "passed" else "**failed**"
             if r["code_sha256"] != digest:
                 mark += " (older code)"
-            cells.append(f"{mark}, {float(r['seconds']):.0f} s")
+            shared = int(r["jobs"]) if pd.notna(r["jobs"]) else 1
+            cells.append(f"{mark}, {float(r['seconds']):.0f} s" + (f" ({shared} at once)" if shared > 1 else ""))
         lines.append(f"| {stem} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -238,6 +273,8 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     r.add_argument("--full", action="store_true", help="full steps instead of a profile smoke run")
     r.add_argument("--jobs", type=int, default=1, help="lessons run at once (default 1)")
     r.add_argument("--timeout", type=paths.positive_seconds, default=900, help="seconds a cell (default 900)")
+    r.add_argument("--keep", metavar="DIR", default=None,
+                   help="write each executed copy (passed or failed, with per-cell timings) into DIR")
     r.set_defaults(func=lambda a: _cli_run(a))
     t = sub.add_parser("table", help="print the matrix as markdown (--write: into the instructor guide)")
     t.add_argument("--write", action="store_true", help="update the matrix in notebooks/INSTRUCTORS.md")
@@ -259,7 +296,8 @@ def _cli_run(args: argparse.Namespace) -> int:
     if not torch.cuda.is_available():
         print("error: hardware profiles emulate a card on a real CUDA GPU; none is visible here", file=sys.stderr)
         return 2
-    frame = run_matrix(args.lessons, args.profiles, smoke=not args.full, jobs=args.jobs, timeout=args.timeout)
+    frame = run_matrix(args.lessons, args.profiles, smoke=not args.full, jobs=args.jobs, timeout=args.timeout,
+                       keep=args.keep)
     return 0 if (frame["status"] == "passed").all() else 1
 
 
