@@ -369,7 +369,8 @@ class GPT(nn.Module):
         out = [idx]
         for t in range(T0, total):
             if temperature > 0:
-                probs = torch.softmax(logits[:, -1].float() / temperature, -1)
+                z = logits[:, -1].float()  # max subtracted first: a tiny temperature cannot make inf - inf
+                probs = torch.softmax((z - z.amax(-1, keepdim=True)) / temperature, -1)
                 nxt = torch.multinomial(probs, 1, generator=generator)
             else:
                 nxt = logits[:, -1].argmax(-1, keepdim=True)

@@ -130,6 +130,21 @@ def test_generate_greedy_equals_recomputing_the_full_forward() -> None:
     g = torch.Generator().manual_seed(0)
     sampled = model.generate(prompt, 6, temperature=1.0, generator=g)
     assert sampled.shape == (2, 11) and int(sampled.max()) < 61
+    for tiny in (1e-6, 1e-30, 1e-40, 5e-45):  # a near-zero temperature samples the argmax, never NaN probabilities
+        g = torch.Generator().manual_seed(0)
+        assert torch.equal(model.generate(prompt, 9, temperature=tiny, generator=g), out)
+    g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    assert torch.equal(model.generate(prompt, 6, temperature=0.7, generator=g1), _sample_by_hand(model, prompt, 6, 0.7, g2))
+
+
+def _sample_by_hand(model, prompt, new, temperature, generator):
+    """Temperature sampling without the cache, PyTorch's softmax as the oracle."""
+    seq = prompt
+    with torch.no_grad():
+        for _ in range(new):
+            probs = torch.softmax(model(seq)[:, -1].float() / temperature, -1)
+            seq = torch.cat([seq, torch.multinomial(probs, 1, generator=generator)], 1)
+    return seq
 
 
 def test_cache_errors() -> None:
