@@ -64,10 +64,13 @@ def save_results(
     Defaults: ``csv=False``. Everything is checked before anything is written: ``frame``
     a pandas DataFrame, ``path`` ending in ``.json`` in an existing folder, ``metadata`` a
     dict that JSON can hold (numbers, strings, lists, dicts; numpy/torch scalars and paths
-    are stored as plain numbers and strings).
+    are stored as plain numbers and strings). An index that carries information (named, several
+    levels, or labels that are not integers) is stored as columns, as ``frame.reset_index()``
+    gives them; an unnamed integer index is row numbers and is not stored.
     """
     if not isinstance(frame, pd.DataFrame):
         raise ValueError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
+    frame = _index_as_columns(frame)
     out = _check_path(path)
     if out.suffix != ".json":
         raise ValueError(f"path must end in .json, got {str(out)!r}")
@@ -92,6 +95,18 @@ def save_results(
     if csv:
         frame.to_csv(out.with_suffix(".csv"), index=False)
     return out
+
+
+def _index_as_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with an informative index moved into columns (a copy); row numbers are left as they are."""
+    idx = frame.index
+    if idx.nlevels == 1 and idx.name is None and pd.api.types.is_integer_dtype(idx.dtype):
+        return frame
+    clash = [n for n in (idx.names if idx.nlevels > 1 else [idx.name or "index"]) if n in frame.columns]
+    if clash:
+        raise ValueError(f"frame: its index would be stored as column(s) {clash!r}, which it already has; "
+                         "rename the index or call frame.reset_index(drop=True) to leave it out")
+    return frame.reset_index()
 
 
 def _jsonable(value: Any) -> Any:

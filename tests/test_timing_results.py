@@ -93,6 +93,29 @@ def test_results_round_trip(tmp_path):
     assert not list(tmp_path.glob("*.tmp"))
 
 
+def test_results_keep_an_informative_index(tmp_path):
+    """Regression: save_results dropped the index, so a pivot table lost its row labels."""
+    long = pd.DataFrame({"n": [1, 1, 2, 2], "p": ["fp16", "fp32"] * 2, "ms": [1.0, 2.0, 3.0, 4.0]})
+    cases = {
+        "named": long.set_index("n"),
+        "labels": long.set_index("p").rename_axis(None),
+        "levels": long.set_index(["n", "p"]),
+        "pivot": long.pivot(index="n", columns="p", values="ms"),
+    }
+    for name, frame in cases.items():
+        back, _ = load_results(save_results(frame, tmp_path / f"{name}.json", {}))
+        want = frame.reset_index()
+        assert back.columns.tolist() == [str(c) for c in want.columns], name
+        assert back.to_numpy().tolist() == want.to_numpy().tolist(), name
+    filtered = long[long.p == "fp16"]  # unnamed integer labels: row numbers, not stored
+    back, _ = load_results(save_results(filtered, tmp_path / "rows.json", {}))
+    assert back.columns.tolist() == ["n", "p", "ms"] and len(back) == 2
+    clash = long.set_index("n", drop=False)
+    with pytest.raises(ValueError, match=r"frame: its index would be stored as column\(s\) \['n'\]"):
+        save_results(clash, tmp_path / "clash.json", {})
+    assert not (tmp_path / "clash.json").exists()
+
+
 def test_results_errors(tmp_path):
     df = pd.DataFrame({"a": [1]})
     with pytest.raises(ValueError, match="must end in .json"):
