@@ -143,3 +143,32 @@ def test_run_bad_threads_and_keep_are_refused_before_any_run(tmp_path, monkeypat
     with pytest.raises(ValueError, match="keep '.*afile' is a file"):
         portability.run_matrix([lesson], ["t4"], keep=afile, save=False)
     assert child.envs == []
+
+
+def test_a_hung_run_is_a_failed_row_and_the_matrix_goes_on(tmp_path, monkeypatch):
+    limits = []
+
+    def hung(cmd, timeout, **kw):
+        limits.append(timeout)
+        raise subprocess.TimeoutExpired(cmd, timeout)
+
+    monkeypatch.setattr(portability.subprocess, "run", hung)
+    frame = portability.run_matrix([_lesson(tmp_path)], ["t4", "a100-40gb"], timeout=30, save=False)
+    assert list(frame["status"]) == ["failed", "failed"]
+    assert limits == [30 * 1 + 120] * 2  # 30 s for its one code cell, plus start-up
+    assert "passed its limit of 150 s" in frame["error"].iloc[0]
+    with pytest.raises(ValueError, match="timeout"):
+        portability.run_one(_lesson(tmp_path), "t4", timeout=0)
+
+
+def test_a_dead_kernel_is_reported_and_the_copy_kept(tmp_path, capsys):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('before')"),
+                                         nbformat.v4.new_code_cell("import os; os._exit(3)")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    copy = tmp_path / "dies.ipynb"
+    nbformat.write(nb, copy)
+    assert portability._execute(str(copy), 60) == 1
+    info = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert info["error"].startswith("DeadKernelError"), info
+    ran = nbformat.read(copy, as_version=4)
+    assert ran.cells[0].outputs[0]["text"] == "before\n"  # the executed copy is written, for --keep

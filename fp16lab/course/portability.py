@@ -104,6 +104,7 @@ def run_one(lesson: "str | Path", profile: str, *, smoke: bool = True, timeout: 
     if not src.is_file():
         raise ValueError(f"lesson {str(lesson)!r} is not a notebook file")
     _check_profile(profile)
+    timeout = positive_int("timeout", timeout)
     if threads is not None:
         threads = positive_int("threads", threads)
     keep_dir = _keep_dir(keep)
@@ -117,11 +118,16 @@ def run_one(lesson: "str | Path", profile: str, *, smoke: bool = True, timeout: 
     with tempfile.TemporaryDirectory(prefix=f"fp16lab-{src.stem}-{profile}-") as tmp:
         copy = Path(tmp) / src.name
         shutil.copy2(src, copy)
+        limit = _run_limit(nb, timeout)
         t0 = time.perf_counter()
-        proc = subprocess.run(
-            [sys.executable, "-m", "fp16lab.course.portability", "_execute", str(copy), str(timeout)],
-            env=env, capture_output=True, text=True, timeout=timeout + 120, check=False,
-        )
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "fp16lab.course.portability", "_execute", str(copy), str(timeout)],
+                env=env, capture_output=True, text=True, timeout=limit, check=False,
+            )
+        except subprocess.TimeoutExpired:  # a hung kernel: a failed row, and the other runs go on
+            proc = subprocess.CompletedProcess([], 1, stdout=json.dumps(
+                {"error": f"the whole run passed its limit of {limit} s ({timeout} s per code cell + 120 s)"}), stderr="")
         seconds = time.perf_counter() - t0
         if keep_dir is not None:
             shutil.copy2(copy, keep_dir / f"{src.stem}.{profile}.ipynb")
@@ -140,6 +146,11 @@ def run_one(lesson: "str | Path", profile: str, *, smoke: bool = True, timeout: 
         "error": error if isinstance(error, str) else str(error[0])[:300],
         "jobs": 1,
     }
+
+
+def _run_limit(nb: Any, timeout: int) -> int:
+    """Seconds the child may run in all: ``timeout`` per code cell, plus start-up."""
+    return timeout * max(1, sum(c.cell_type == "code" for c in nb.cells)) + 120
 
 
 def _keep_dir(keep: "str | os.PathLike[str] | None") -> Path | None:
@@ -181,6 +192,8 @@ def _execute(copy: str, timeout: int) -> int:
     except CellExecutionError as exc:
         lines = [ln for ln in str(exc).splitlines() if ln.strip()]
         info["error"] = (lines[-1] if lines else "cell failed")[:300]
+    except Exception as exc:  # a dead kernel (killed, out of host memory), a cell past its timeout
+        info["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
     nbformat.write(nb, copy)  # the executed copy, for run_one's ``keep``
     print(json.dumps(info))
     return 1 if "error" in info else 0
@@ -272,7 +285,7 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    help="profiles to run (default: all but 'none')")
     r.add_argument("--full", action="store_true", help="full steps instead of a profile smoke run")
     r.add_argument("--jobs", type=int, default=1, help="lessons run at once (default 1)")
-    r.add_argument("--timeout", type=paths.positive_seconds, default=900, help="seconds a cell (default 900)")
+    r.add_argument("--timeout", type=paths.positive_seconds, default=900, help="seconds a cell (default 900); a whole run gets that per code cell, plus 120 s")
     r.add_argument("--keep", metavar="DIR", default=None,
                    help="write each executed copy (passed or failed, with per-cell timings) into DIR")
     r.set_defaults(func=lambda a: _cli_run(a))
