@@ -172,3 +172,16 @@ def test_a_dead_kernel_is_reported_and_the_copy_kept(tmp_path, capsys):
     assert info["error"].startswith("DeadKernelError"), info
     ran = nbformat.read(copy, as_version=4)
     assert ran.cells[0].outputs[0]["text"] == "before\n"  # the executed copy is written, for --keep
+
+
+def test_stop_after_starts_no_new_run_and_lists_the_rest(tmp_path, monkeypatch, capsys):
+    child = _FakeChild()
+    monkeypatch.setattr(portability.subprocess, "run", child)
+    clock = iter(range(0, 1000, 10))  # every look at the clock: 10 s later
+    monkeypatch.setattr(portability.time, "monotonic", lambda: next(clock))
+    frame = portability.run_matrix([_lesson(tmp_path)], ["t4", "rtx3060", "a100-40gb"], stop_after=15, save=False)
+    assert list(frame["profile"]) == ["t4"] and len(child.envs) == 1
+    assert "not started (stop_after=15 s): 02_x rtx3060, 02_x a100-40gb" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="stop_after must be"):
+        portability.run_matrix([_lesson(tmp_path)], ["t4"], stop_after=-1, save=False)
+    assert len(child.envs) == 1

@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -30,7 +31,7 @@ from typing import Any
 
 import pandas as pd
 
-from fp16lab.checks import positive_int
+from fp16lab.checks import positive_float, positive_int
 from fp16lab.course import paths
 from fp16lab.course.outputs import code_digest
 
@@ -202,11 +203,13 @@ def _execute(copy: str, timeout: int) -> int:
 def run_matrix(
     lessons: Sequence["str | Path"], profiles: Sequence[str] = PROFILE_KEYS[1:], *,
     smoke: bool = True, jobs: int = 1, timeout: int = 900, save: bool = True,
-    keep: "str | os.PathLike[str] | None" = None,
+    keep: "str | os.PathLike[str] | None" = None, stop_after: float | None = None,
 ) -> pd.DataFrame:
-    """Run every lesson under every profile (``jobs`` at a time) and record the rows as they finish.
+    """Run every lesson under every profile (``jobs`` at a time) and record each row as it finishes.
 
     Lessons run side by side share the CPU cores evenly (see :func:`run_one`'s ``threads``).
+    ``stop_after``: seconds after which no new run starts (runs in flight finish), for a GPU
+    lent by the hour; the runs left out are listed at the end and recorded nowhere.
     """
     if not lessons:
         raise ValueError("lessons is empty; give notebook paths such as notebooks/00_setup_and_verify.ipynb")
@@ -214,6 +217,8 @@ def run_matrix(
         _check_profile(p)
     jobs = positive_int("jobs", jobs)
     timeout = positive_int("timeout", timeout)
+    if stop_after is not None:
+        stop_after = positive_float("stop_after", stop_after)
     for lesson in lessons:
         if not Path(lesson).is_file():
             raise ValueError(f"lesson {str(lesson)!r} is not a notebook file")
@@ -221,15 +226,29 @@ def run_matrix(
     threads = max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else None
     work = [(Path(lesson), p) for lesson in lessons for p in profiles]
     rows: list[dict[str, Any]] = []
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for row in pool.map(lambda lp: run_one(lp[0], lp[1], smoke=smoke, timeout=timeout, threads=threads,
-                                               keep=keep), work):
-            row["jobs"] = jobs
+    skipped: list[str] = []
+    lock = threading.Lock()
+    t0 = time.monotonic()
+
+    def one(lesson: Path, profile: str) -> None:
+        if stop_after is not None and time.monotonic() - t0 > stop_after:
+            with lock:
+                skipped.append(f"{lesson.stem} {profile}")
+            return
+        row = run_one(lesson, profile, smoke=smoke, timeout=timeout, threads=threads, keep=keep) | {"jobs": jobs}
+        with lock:  # saved as soon as it finishes: a run cut short later loses only itself
             rows.append(row)
             print(f"{row['lesson']:<32} {row['profile']:<15} {row['status']:<7} {row['seconds']:>6.1f} s "
                   f"{row['error']}", flush=True)
             if save:
                 record([row])
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        list(pool.map(lambda lp: one(*lp), work))
+    if skipped:
+        print(f"not started (stop_after={stop_after:g} s): " + ", ".join(skipped), flush=True)
+    order = {lp: i for i, lp in enumerate((lp[0].stem, lp[1]) for lp in work)}
+    rows.sort(key=lambda r: order[(r["lesson"], r["profile"])])
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
@@ -286,6 +305,8 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     r.add_argument("--full", action="store_true", help="full steps instead of a profile smoke run")
     r.add_argument("--jobs", type=int, default=1, help="lessons run at once (default 1)")
     r.add_argument("--timeout", type=paths.positive_seconds, default=900, help="seconds a cell (default 900); a whole run gets that per code cell, plus 120 s")
+    r.add_argument("--stop-after", metavar="SECONDS", type=paths.positive_seconds, default=None,
+                   help="start no new run after this many seconds (runs in flight finish)")
     r.add_argument("--keep", metavar="DIR", default=None,
                    help="write each executed copy (passed or failed, with per-cell timings) into DIR")
     r.set_defaults(func=lambda a: _cli_run(a))
@@ -310,7 +331,7 @@ def _cli_run(args: argparse.Namespace) -> int:
         print("error: hardware profiles emulate a card on a real CUDA GPU; none is visible here", file=sys.stderr)
         return 2
     frame = run_matrix(args.lessons, args.profiles, smoke=not args.full, jobs=args.jobs, timeout=args.timeout,
-                       keep=args.keep)
+                       keep=args.keep, stop_after=args.stop_after)
     return 0 if (frame["status"] == "passed").all() else 1
 
 
