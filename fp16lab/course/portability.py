@@ -99,8 +99,6 @@ def run_one(lesson: "str | Path", profile: str, *, smoke: bool = True, timeout: 
     that receives the executed copy as ``<stem>.<profile>.ipynb``, passed or failed, with nbclient's
     per-cell timings in its metadata.
     """
-    import nbformat
-
     src = Path(lesson)
     if not src.is_file():
         raise ValueError(f"lesson {str(lesson)!r} is not a notebook file")
@@ -108,7 +106,14 @@ def run_one(lesson: "str | Path", profile: str, *, smoke: bool = True, timeout: 
     timeout = positive_int("timeout", timeout)
     if threads is not None:
         threads = positive_int("threads", threads)
-    keep_dir = _keep_dir(keep)
+    return _run_one(src, profile, smoke, timeout, threads, _keep_dir(keep), jobs=1)
+
+
+def _run_one(src: Path, profile: str, smoke: bool, timeout: int, threads: int | None, keep_dir: Path | None,
+             *, jobs: int) -> dict[str, Any]:
+    """:func:`run_one` on checked arguments; ``jobs`` is recorded in the row."""
+    import nbformat
+
     nb = nbformat.read(src, as_version=4)
     env = dict(os.environ, FP16LAB_QUICK="0", PYTHONUNBUFFERED="1")
     if threads is not None:
@@ -116,36 +121,36 @@ def run_one(lesson: "str | Path", profile: str, *, smoke: bool = True, timeout: 
     env.pop("FP16LAB_REFERENCE_RUN", None)  # a profile run never writes the committed results
     env["FP16LAB_PROFILE"] = "" if profile == "none" else profile
     env["FP16LAB_SMOKE"] = "1" if smoke else "0"
+    limit = _run_limit(nb, timeout)
     with tempfile.TemporaryDirectory(prefix=f"fp16lab-{src.stem}-{profile}-") as tmp:
         copy = Path(tmp) / src.name
         shutil.copy2(src, copy)
-        limit = _run_limit(nb, timeout)
         t0 = time.perf_counter()
         try:
             proc = subprocess.run(
                 [sys.executable, "-m", "fp16lab.course.portability", "_execute", str(copy), str(timeout)],
                 env=env, capture_output=True, text=True, timeout=limit, check=False,
             )
+            ok, meta = proc.returncode == 0, _last_json(proc.stdout)
+            error = "" if ok else (meta.get("error") or (proc.stderr.strip().splitlines() or ["?"])[-1])
         except subprocess.TimeoutExpired:  # a hung kernel: a failed row, and the other runs go on
-            proc = subprocess.CompletedProcess([], 1, stdout=json.dumps(
-                {"error": f"the whole run passed its limit of {limit} s ({timeout} s per code cell + 120 s)"}), stderr="")
+            ok, meta = False, {}
+            error = f"the whole run passed its limit of {limit} s ({timeout} s per code cell + 120 s)"
         seconds = time.perf_counter() - t0
         if keep_dir is not None:
             shutil.copy2(copy, keep_dir / f"{src.stem}.{profile}.ipynb")
-    meta = _last_json(proc.stdout)
-    error = "" if proc.returncode == 0 else (meta.get("error") or proc.stderr.strip().splitlines()[-1:] or ["?"])
     return {
         "lesson": src.stem,
         "profile": profile,
-        "status": "passed" if proc.returncode == 0 else "failed",
+        "status": "passed" if ok else "failed",
         "seconds": round(seconds, 1),
         "code_sha256": code_digest(nb),
         "device": meta.get("device", ""),
         "torch": meta.get("torch", ""),
         "mode": "full-smoke" if smoke else "full",
         "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d"),
-        "error": error if isinstance(error, str) else str(error[0])[:300],
-        "jobs": 1,
+        "error": str(error)[:300],
+        "jobs": jobs,
     }
 
 
@@ -222,7 +227,7 @@ def run_matrix(
     for lesson in lessons:
         if not Path(lesson).is_file():
             raise ValueError(f"lesson {str(lesson)!r} is not a notebook file")
-    _keep_dir(keep)
+    keep_dir = _keep_dir(keep)
     threads = max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else None
     work = [(Path(lesson), p) for lesson in lessons for p in profiles]
     rows: list[dict[str, Any]] = []
@@ -235,7 +240,7 @@ def run_matrix(
             with lock:
                 skipped.append(f"{lesson.stem} {profile}")
             return
-        row = run_one(lesson, profile, smoke=smoke, timeout=timeout, threads=threads, keep=keep) | {"jobs": jobs}
+        row = _run_one(lesson, profile, smoke, timeout, threads, keep_dir, jobs=jobs)
         with lock:  # saved as soon as it finishes: a run cut short later loses only itself
             rows.append(row)
             print(f"{row['lesson']:<32} {row['profile']:<15} {row['status']:<7} {row['seconds']:>6.1f} s "
