@@ -185,3 +185,26 @@ def test_stop_after_starts_no_new_run_and_lists_the_rest(tmp_path, monkeypatch, 
     with pytest.raises(ValueError, match="stop_after must be"):
         portability.run_matrix([_lesson(tmp_path)], ["t4"], stop_after=-1, save=False)
     assert len(child.envs) == 1
+
+
+def test_missing_runs_only_rows_not_yet_passed_with_the_current_code(tmp_path, monkeypatch, capsys):
+    child = _FakeChild()
+    monkeypatch.setattr(portability.subprocess, "run", child)
+    matrix = tmp_path / "portability.json"
+    monkeypatch.setattr(portability, "matrix_path", lambda: matrix)
+    lesson = _lesson(tmp_path)
+    now = code_digest(nbformat.read(lesson, as_version=4))
+    portability.record([_row("02_x", "t4", digest=now), _row("02_x", "rtx3060", "failed", digest=now),
+                        _row("02_x", "a100-40gb", digest="older"), _row("02_x", "rtx4090d", digest=now)])
+    frame = portability.run_matrix([lesson], ["t4", "rtx3060", "a100-40gb", "rtx4060-laptop"], missing=True)
+    assert list(frame["profile"]) == ["rtx3060", "a100-40gb", "rtx4060-laptop"] and len(child.envs) == 3
+    assert "not run again: 02_x t4" in capsys.readouterr().out
+    m = portability.load_matrix(matrix)
+    assert set(m[m.status == "passed"].profile) == {"t4", "rtx3060", "a100-40gb", "rtx4060-laptop", "rtx4090d"}
+    again = portability.run_matrix([lesson], ["t4", "rtx3060"], missing=True)  # now all passed: nothing runs
+    assert again.empty and len(child.envs) == 3
+    portability.run_matrix([lesson], ["t4"], missing=True, smoke=False)  # a full run: smoke rows do not count
+    assert len(child.envs) == 4 and child.envs[-1]["FP16LAB_SMOKE"] == "0"
+    with pytest.raises(ValueError, match="missing"):
+        portability.run_matrix([lesson], ["t4"], missing="yes")
+    assert len(child.envs) == 4

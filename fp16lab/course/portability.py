@@ -31,7 +31,7 @@ from typing import Any
 
 import pandas as pd
 
-from fp16lab.checks import positive_float, positive_int
+from fp16lab.checks import boolean, positive_float, positive_int
 from fp16lab.course import paths
 from fp16lab.course.outputs import code_digest
 
@@ -208,13 +208,15 @@ def _execute(copy: str, timeout: int) -> int:
 def run_matrix(
     lessons: Sequence["str | Path"], profiles: Sequence[str] = PROFILE_KEYS[1:], *,
     smoke: bool = True, jobs: int = 1, timeout: int = 900, save: bool = True,
-    keep: "str | os.PathLike[str] | None" = None, stop_after: float | None = None,
+    keep: "str | os.PathLike[str] | None" = None, stop_after: float | None = None, missing: bool = False,
 ) -> pd.DataFrame:
     """Run every lesson under every profile (``jobs`` at a time) and record each row as it finishes.
 
     Lessons run side by side share the CPU cores evenly (see :func:`run_one`'s ``threads``).
     ``stop_after``: seconds after which no new run starts (runs in flight finish), for a GPU
     lent by the hour; the runs left out are listed at the end and recorded nowhere.
+    ``missing``: leave out each lesson and profile whose recorded row already passed with the
+    lesson's current code (for a full run, a full-mode row), so a run resumes where the last stopped.
     """
     if not lessons:
         raise ValueError("lessons is empty; give notebook paths such as notebooks/00_setup_and_verify.ipynb")
@@ -227,9 +229,16 @@ def run_matrix(
     for lesson in lessons:
         if not Path(lesson).is_file():
             raise ValueError(f"lesson {str(lesson)!r} is not a notebook file")
+    missing = boolean("missing", missing)
     keep_dir = _keep_dir(keep)
     threads = max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else None
     work = [(Path(lesson), p) for lesson in lessons for p in profiles]
+    if missing:
+        done = _passed_with_current_code(work, smoke)
+        work = [lp for lp in work if lp not in done]
+        if done:
+            print("already passed with the current code, not run again: "
+                  + ", ".join(f"{lesson.stem} {p}" for lesson, p in done), flush=True)
     rows: list[dict[str, Any]] = []
     skipped: list[str] = []
     lock = threading.Lock()
@@ -255,6 +264,19 @@ def run_matrix(
     order = {lp: i for i, lp in enumerate((lp[0].stem, lp[1]) for lp in work)}
     rows.sort(key=lambda r: order[(r["lesson"], r["profile"])])
     return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def _passed_with_current_code(work: list[tuple[Path, str]], smoke: bool) -> list[tuple[Path, str]]:
+    """The (lesson, profile) pairs of ``work`` whose recorded row passed with the lesson's code as it is now."""
+    import nbformat
+
+    m = load_matrix()
+    ok = m[m["status"] == "passed"]
+    if not smoke:
+        ok = ok[ok["mode"] == "full"]
+    passed = set(zip(ok["lesson"], ok["profile"], ok["code_sha256"], strict=True))
+    digests = {lesson: code_digest(nbformat.read(lesson, as_version=4)) for lesson in {lp[0] for lp in work}}
+    return [(lesson, p) for lesson, p in work if (lesson.stem, p, digests[lesson]) in passed]
 
 
 def matrix_table(frame: pd.DataFrame | None = None, lessons: Sequence["str | Path"] | None = None) -> str:
@@ -312,6 +334,8 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     r.add_argument("--timeout", type=paths.positive_seconds, default=900, help="seconds a cell (default 900); a whole run gets that per code cell, plus 120 s")
     r.add_argument("--stop-after", metavar="SECONDS", type=paths.positive_seconds, default=None,
                    help="start no new run after this many seconds (runs in flight finish)")
+    r.add_argument("--missing", action="store_true",
+                   help="leave out rows that already passed with the lesson's current code (resume a matrix)")
     r.add_argument("--keep", metavar="DIR", default=None,
                    help="write each executed copy (passed or failed, with per-cell timings) into DIR")
     r.set_defaults(func=lambda a: _cli_run(a))
@@ -336,7 +360,7 @@ def _cli_run(args: argparse.Namespace) -> int:
         print("error: hardware profiles emulate a card on a real CUDA GPU; none is visible here", file=sys.stderr)
         return 2
     frame = run_matrix(args.lessons, args.profiles, smoke=not args.full, jobs=args.jobs, timeout=args.timeout,
-                       keep=args.keep, stop_after=args.stop_after)
+                       keep=args.keep, stop_after=args.stop_after, missing=args.missing)
     return 0 if (frame["status"] == "passed").all() else 1
 
 
