@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from fp16lab.checks import boolean, instance, integer_tensor, positive_float, positive_int
+from fp16lab.checks import boolean, instance, integer_tensor, positive_float, positive_int, values_readable
 
 __all__ = ["GPTConfig", "GPT", "PRESETS", "preset", "lm_loss", "param_count", "matmul_params",
            "flops_per_token", "kv_cache_bytes"]  # fmt: skip
@@ -154,22 +154,37 @@ def kv_cache_bytes(cfg: GPTConfig, batch: int, max_len: int | None = None, dtype
     return 2 * cfg.n_layers * positive_int("batch", batch) * T * cfg.d_model * itemsize
 
 
-def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+def lm_loss(logits: torch.Tensor, targets: torch.Tensor, *, ignore_index: int | None = None) -> torch.Tensor:
     """Mean next-token cross-entropy in FP32 (nats), for ``(B, T, V)`` logits and ``(B, T)`` targets.
 
     ``targets`` are int64 (or uint8) ids in ``[0, V)``, shaped like ``logits`` without its last
-    dimension; at least one token. The id range is checked where that is free (a CPU tensor, eager).
+    dimension; at least one token. ``ignore_index`` (default None: every target counts) is an id
+    outside ``[0, V)`` marking padding that the mean leaves out (Hugging Face labels use -100); at
+    least one target must remain. Ids are checked where that is free (a CPU tensor, eager).
     """
     if not isinstance(logits, torch.Tensor) or not logits.is_floating_point() or logits.dim() < 2:
         raise ValueError(f"logits must be a floating-point tensor (batch, seq_len, vocab), got "
                          f"{type(logits).__name__ if not isinstance(logits, torch.Tensor) else (logits.dtype, tuple(logits.shape))}")
-    integer_tensor("targets", targets, dtypes=(torch.int64, torch.uint8), high=logits.shape[-1])
+    vocab = logits.shape[-1]
+    if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, int)
+                                     or 0 <= ignore_index < vocab):
+        raise ValueError(f"ignore_index must be None or an int outside the vocabulary 0 .. {vocab - 1} "
+                         f"(e.g. -100), got {ignore_index!r}")
+    integer_tensor("targets", targets, dtypes=(torch.int64, torch.uint8), high=None if ignore_index is not None else vocab)
     if targets.shape != logits.shape[:-1]:
         raise ValueError(f"targets must have the shape of logits without its last dimension, {tuple(logits.shape[:-1])}; "
                          f"got {tuple(targets.shape)}")
     if targets.numel() == 0:
         raise ValueError(f"targets is empty (shape {tuple(targets.shape)}): the mean loss of no tokens is undefined")
-    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1))
+    if ignore_index is not None and values_readable(targets):
+        kept = targets[targets != ignore_index]
+        if kept.numel() == 0:
+            raise ValueError(f"every target equals ignore_index={ignore_index}: the mean loss of no tokens is undefined")
+        integer_tensor("targets", kept, high=vocab)
+    flat = logits.float().reshape(-1, vocab)
+    if ignore_index is None:
+        return F.cross_entropy(flat, targets.reshape(-1))
+    return F.cross_entropy(flat, targets.reshape(-1), ignore_index=ignore_index)
 
 
 class Attention(nn.Module):

@@ -219,6 +219,32 @@ def test_lm_loss_is_fp32_cross_entropy() -> None:
     torch.testing.assert_close(loss, F.cross_entropy(logits.float().reshape(-1, 7), targets.reshape(-1)))
 
 
+def test_lm_loss_leaves_out_the_ignore_index_as_pytorch_does() -> None:
+    logits = torch.randn(2, 5, 7)
+    targets = torch.randint(0, 7, (2, 5))
+    targets[0, 3:] = -100                                   # padding, as Hugging Face labels mark it
+    want = F.cross_entropy(logits.reshape(-1, 7), targets.reshape(-1), ignore_index=-100)
+    torch.testing.assert_close(lm_loss(logits, targets, ignore_index=-100), want)
+    kept = targets != -100
+    torch.testing.assert_close(want, F.cross_entropy(logits[kept], targets[kept]))  # the mean of the others
+    targets[targets == -100] = 9                            # any id outside the vocabulary will do
+    torch.testing.assert_close(lm_loss(logits, targets, ignore_index=9), want)
+
+
+@pytest.mark.parametrize(
+    ("ignore_index", "targets", "match"),
+    [(3, torch.zeros(2, 4, dtype=torch.long), "ignore_index must be None or an int outside the vocabulary 0 .. 60"),
+     (True, torch.zeros(2, 4, dtype=torch.long), "ignore_index must be None or an int.*got True"),
+     (-100.0, torch.zeros(2, 4, dtype=torch.long), "got -100.0"),
+     (-100, torch.full((2, 4), -100), "every target equals ignore_index=-100"),
+     (-100, torch.tensor([[0, -100, 61, 1], [2, 2, 2, 2]]), "targets holds 61"),
+     (-1, torch.tensor([[0, -100, 1, 1], [2, 2, 2, 2]]), "targets holds -100")],
+)
+def test_lm_loss_refuses_a_bad_ignore_index_or_targets_it_does_not_cover(ignore_index, targets, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        lm_loss(torch.randn(2, 4, 61), targets, ignore_index=ignore_index)
+
+
 # ------------------------------------------------------------------------------- language
 
 
