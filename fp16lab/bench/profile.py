@@ -63,7 +63,12 @@ def _self_device_us(entry: Any) -> float:
 
 
 def profile_steps(session: Any, steps: int = 5) -> list[tuple[str, float]]:
-    """``(kernel name, microseconds)`` of ``steps`` steps of an open session on a CUDA GPU."""
+    """``(kernel name, microseconds)`` of ``steps`` steps of an open session on a CUDA GPU.
+
+    Only the GPU's own events count (kernels, copies, memsets): a host event such as
+    ``cudaLaunchKernel`` can carry the time of the kernel it launched, which would count twice.
+    """
+    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     if session.dev.type != "cuda":
@@ -72,4 +77,6 @@ def profile_steps(session: Any, steps: int = 5) -> list[tuple[str, float]]:
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         session.warm(steps)
     torch.cuda.synchronize(session.dev)
-    return [(e.key, _self_device_us(e)) for e in prof.key_averages() if _self_device_us(e) > 0]
+    return [(e.key, _self_device_us(e)) for e in prof.key_averages()
+            if e.device_type == DeviceType.CUDA and not getattr(e, "is_user_annotation", False)
+            and _self_device_us(e) > 0]
