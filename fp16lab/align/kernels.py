@@ -56,8 +56,8 @@ def cuda_kernels(fn: Callable[[], object], *, warmup: int = 2) -> pd.DataFrame:
         fn()
         torch.cuda.synchronize()
     agg: dict[str, list[float]] = {}
-    for e in prof.events():
-        if e.device_type == DeviceType.CUDA:
+    for e in prof.events():  # the GPU's own events; a user annotation only spans kernels
+        if e.device_type == DeviceType.CUDA and not getattr(e, "is_user_annotation", False):
             a = agg.setdefault(e.name, [0, 0.0])
             a[0] += 1
             a[1] += e.time_range.elapsed_us()
