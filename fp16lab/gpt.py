@@ -181,10 +181,9 @@ def lm_loss(logits: torch.Tensor, targets: torch.Tensor, *, ignore_index: int | 
         if kept.numel() == 0:
             raise ValueError(f"every target equals ignore_index={ignore_index}: the mean loss of no tokens is undefined")
         integer_tensor("targets", kept, high=vocab)
-    flat = logits.float().reshape(-1, vocab)
-    if ignore_index is None:
-        return F.cross_entropy(flat, targets.reshape(-1))
-    return F.cross_entropy(flat, targets.reshape(-1), ignore_index=ignore_index)
+    # None keeps torch's default (-100), whose targets were refused above where the ids are readable
+    return F.cross_entropy(logits.float().reshape(-1, vocab), targets.reshape(-1),
+                           ignore_index=-100 if ignore_index is None else ignore_index)
 
 
 class Attention(nn.Module):

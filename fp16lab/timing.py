@@ -24,7 +24,7 @@ from fp16lab.precision import Precision, parse_precision, precision_context
 logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
 import torch.utils.benchmark as tbench  # noqa: E402
 
-__all__ = ["Timing", "time_fn", "time_cuda_events", "time_windows", "matmul_tflops", "DTYPES"]
+__all__ = ["Timing", "time_fn", "time_cuda_events", "time_windows", "matmul_tflops", "is_gpu_event", "DTYPES"]
 
 DTYPES: dict[Precision, torch.dtype] = {
     Precision.FP32: torch.float32,
@@ -57,6 +57,17 @@ class Timing:
     def __str__(self) -> str:
         noise = f"IQR {self.spread:.1%}" if self.runs >= 2 else "a single run: no spread measured"
         return f"{self.median_s * 1e3:.3f} ms median ({noise}, {self.runs} run{'s' * (self.runs != 1)}, {self.method})"
+
+
+def is_gpu_event(event: object) -> bool:
+    """True for the GPU's own profiler events (kernels, copies, memsets).
+
+    Not host events (``cudaLaunchKernel`` can carry its kernel's time) nor GPU user annotations
+    (they span kernels): summing either with the kernels counts GPU time twice.
+    """
+    from torch.autograd import DeviceType
+
+    return getattr(event, "device_type", None) == DeviceType.CUDA and not getattr(event, "is_user_annotation", False)
 
 
 def _checked_fn(fn: object, name: str = "fn") -> Callable[[], object]:

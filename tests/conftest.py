@@ -64,3 +64,37 @@ def fake_gpu(monkeypatch):
 
     install.caps = caps  # type: ignore[attr-defined]
     return install
+
+
+@pytest.fixture
+def fake_profiler(monkeypatch):
+    """Call ``fake_profiler(events)`` to make ``torch.profiler.profile`` record exactly ``events``.
+
+    Each event is a namespace with ``device_type``, ``is_user_annotation`` and the fields the code
+    under test reads; ``events()`` and ``key_averages()`` both return them. CUDA synchronisation
+    becomes a no-op and ``torch.cuda.is_available()`` True.
+    """
+    import torch.profiler
+
+    def install(events):
+        class FakeProfile:
+            def __init__(self, activities):
+                self.activities = activities
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                return False
+
+            def events(self):
+                return events
+
+            def key_averages(self):
+                return events
+
+        monkeypatch.setattr(torch.profiler, "profile", FakeProfile)
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+
+    return install

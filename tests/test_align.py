@@ -514,11 +514,10 @@ def test_cuda_kernels_fp16_matmul_on_tensor_cores():
     assert not df.empty and (df["kind"] == "tensor core").any(), df
 
 
-def test_cuda_kernels_lists_the_gpus_own_events_only(monkeypatch):
+def test_cuda_kernels_lists_the_gpus_own_events_only(fake_profiler):
     # The oracle: the kernel events' own durations; host events and GPU user annotations are not kernels.
     import types
 
-    import torch.profiler
     from torch.autograd import DeviceType
 
     def event(name, device_type, us, annotation=False):
@@ -527,23 +526,7 @@ def test_cuda_kernels_lists_the_gpus_own_events_only(monkeypatch):
 
     events = [event("cudaLaunchKernel", DeviceType.CPU, 5.0), event("sm90_xmma_gemm_f16f16", DeviceType.CUDA, 40.0),
               event("sm90_xmma_gemm_f16f16", DeviceType.CUDA, 60.0), event("my_region", DeviceType.CUDA, 500.0, True)]
-
-    class FakeProfile:
-        def __init__(self, activities):
-            pass
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-        def events(self):
-            return events
-
-    monkeypatch.setattr(torch.profiler, "profile", FakeProfile)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    fake_profiler(events)
     df = cuda_kernels(lambda: None, warmup=0)
     assert df[["kernel", "calls", "total_us"]].values.tolist() == [["sm90_xmma_gemm_f16f16", 2, 100.0]]
 

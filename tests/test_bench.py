@@ -362,12 +362,11 @@ def test_kernel_kinds_and_the_step_breakdown():
     assert t["share_of_step"].sum() == pytest.approx(1.0)
 
 
-def test_profile_steps_counts_only_the_gpus_own_events(monkeypatch):
+def test_profile_steps_counts_only_the_gpus_own_events(fake_profiler):
     # A host event (cudaLaunchKernel) can carry its kernel's time, and a user annotation spans
     # kernels on the GPU timeline: neither may count again. The oracle is the kernels' own times.
     import types
 
-    import torch.profiler
     from torch.autograd import DeviceType
 
     from fp16lab.bench.profile import profile_steps
@@ -379,24 +378,9 @@ def test_profile_steps_counts_only_the_gpus_own_events(monkeypatch):
     events = [event("cudaLaunchKernel", DeviceType.CPU, 700.0), event("aten::conv2d", DeviceType.CPU, 0.0),
               event("sm90_xmma_fprop", DeviceType.CUDA, 500.0), event("elementwise_kernel", DeviceType.CUDA, 200.0),
               event("ProfilerStep#1", DeviceType.CUDA, 900.0, annotation=True)]
-
-    class FakeProfile:
-        def __init__(self, activities):
-            self.activities = activities
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-        def key_averages(self):
-            return events
-
+    fake_profiler(events)
     warmed = []
     session = types.SimpleNamespace(dev=torch.device("cuda"), warm=warmed.append)
-    monkeypatch.setattr(torch.profiler, "profile", FakeProfile)
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
     assert profile_steps(session, steps=3) == [("sm90_xmma_fprop", 500.0), ("elementwise_kernel", 200.0)]
     assert warmed == [1, 3]
 

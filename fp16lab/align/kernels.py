@@ -9,6 +9,7 @@ import pandas as pd
 import torch
 
 from fp16lab.checks import non_negative_int
+from fp16lab.timing import is_gpu_event
 
 __all__ = ["tensor_core_kind", "cuda_kernels"]
 
@@ -46,7 +47,6 @@ def cuda_kernels(fn: Callable[[], object], *, warmup: int = 2) -> pd.DataFrame:
     warmup = non_negative_int("warmup", warmup)
     if not torch.cuda.is_available():
         raise RuntimeError("cuda_kernels needs a CUDA GPU: on the CPU (or Apple MPS) no CUDA kernels run")
-    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     for _ in range(warmup):
@@ -56,8 +56,8 @@ def cuda_kernels(fn: Callable[[], object], *, warmup: int = 2) -> pd.DataFrame:
         fn()
         torch.cuda.synchronize()
     agg: dict[str, list[float]] = {}
-    for e in prof.events():  # the GPU's own events; a user annotation only spans kernels
-        if e.device_type == DeviceType.CUDA and not getattr(e, "is_user_annotation", False):
+    for e in prof.events():
+        if is_gpu_event(e):
             a = agg.setdefault(e.name, [0, 0.0])
             a[0] += 1
             a[1] += e.time_range.elapsed_us()

@@ -15,6 +15,8 @@ from typing import Any
 import pandas as pd
 import torch
 
+from fp16lab.timing import is_gpu_event
+
 __all__ = ["KINDS", "kernel_kind", "breakdown", "profile_steps"]
 
 # Checked in order: the first kind whose pattern occurs in the lower-cased kernel name wins
@@ -65,10 +67,8 @@ def _self_device_us(entry: Any) -> float:
 def profile_steps(session: Any, steps: int = 5) -> list[tuple[str, float]]:
     """``(kernel name, microseconds)`` of ``steps`` steps of an open session on a CUDA GPU.
 
-    Only the GPU's own events count (kernels, copies, memsets): a host event such as
-    ``cudaLaunchKernel`` can carry the time of the kernel it launched, which would count twice.
+    Only the GPU's own events count (:func:`fp16lab.timing.is_gpu_event`).
     """
-    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     if session.dev.type != "cuda":
@@ -78,5 +78,4 @@ def profile_steps(session: Any, steps: int = 5) -> list[tuple[str, float]]:
         session.warm(steps)
     torch.cuda.synchronize(session.dev)
     return [(e.key, _self_device_us(e)) for e in prof.key_averages()
-            if e.device_type == DeviceType.CUDA and not getattr(e, "is_user_annotation", False)
-            and _self_device_us(e) > 0]
+            if is_gpu_event(e) and _self_device_us(e) > 0]
