@@ -1,77 +1,65 @@
 """fp16lab: helpers for learning FP16 mixed-precision training in PyTorch.
 
-Import what you need from the submodule that owns it, e.g.
-``from fp16lab.env import report`` or ``from fp16lab.train import fit``.
-Submodules, by job:
+The names a learner reuses are importable from here (``from fp16lab import fit, train_step``);
+each lives in one submodule, which is importable too (``fp16lab.train``, loaded on first use):
 
-- ``device``: the bottom layer: parse/choose a device, synchronise, free memory, OOM types
-- ``hardware``: the one seam for GPU facts: capability, memory, peaks, hardware profiles
-- ``checks``: argument validators shared by every public entry point
-- ``env``: the environment report (``python -m fp16lab doctor``) and measurement metadata
-- ``config``: quick mode (the one switch for problem sizes), live-or-reference
-- ``precision``: fp32 / tf32 / fp16 / bf16 as a validated choice, autocast, TF32 settings
-- ``numerics``: storage formats (fp32, fp16, bf16, FP8 E4M3/E5M2): facts, exact rounding, bit views,
-  ULP spacing, cast statistics (formats, not precisions: see its docstring)
-- ``data``: learnable image data generated locally (nothing is downloaded)
-- ``gpt``, ``lm_data``: a small GPT (KV-cache decoding, FLOPs per token) and a synthetic
-  language with a known entropy floor, for the transformer lessons
-- ``fp8``: FP8 on Ada/Hopper: tensorwise/rowwise scaling, which layers to convert, training with
-  ``torchao.float8`` (optional extra), the raw ``torch._scaled_mm`` matmul and its TFLOP/s
-- ``lm``, ``optim``: training and measuring that GPT per precision (excess loss, tokens/s,
-  MFU, memory); AdamW for 16-bit weights (Kahan summation or an FP32 master copy)
-- ``train``: the AMP training loop (``fit``): history, evaluation, checkpoints, divergence guard
-- ``step``: one AMP optimizer step in the right order (``train_step``), evaluation
-- ``checkpoint``: atomic checkpoints with the scaler, checked before loading; the history sidecar
-- ``align``: Tensor Core alignment: audit, padding, matmul sweeps
-- ``debug``: dtype trace under autocast, first non-finite layer, peak memory, batch search
-- ``memory``: tensor-level memory accounting (in-place ops), allocator caps, OOM rows,
-  fragmentation and ``expandable_segments`` (in a child process), memory snapshots as tables
-- ``bench``: training/inference throughput and peak memory, honestly timed
-- ``infer``, ``graphs``, ``islands``, ``decode``: inference in FP16/BF16 (cast or autocast,
-  latency/throughput sweeps, accuracy against FP32), CUDA graphs and compile with their setup
-  time, FP32 islands, and KV-cache decoding as a memory-bandwidth problem
-- ``distributed``: several processes (gloo on CPUs, NCCL on GPUs): launching ranks with hard
-  timeouts, DDP + AMP, 16-bit gradient hooks, FSDP2 mixed-precision policies
-- ``timing``, ``results``: timing helpers; result files with their metadata
+- ``device``: parse/choose a device (cuda > mps > cpu), synchronise, free memory
+- ``checks``: the argument validators every public function uses
+- ``hardware``: GPU facts: capability, memory, dense peaks (cited), what the chip supports
+- ``precision``: fp32 / tf32 / fp16 / bf16 as a validated choice; the one place autocast is built
+- ``numerics``: storage formats (fp32, fp16, bf16, FP8): facts, exact rounding, bit views, spacing
+- ``timing``: honest timing (warm-up, synchronisation, medians) and the one profiler
+- ``train``: ``train_step`` (one step in the right order), ``fit`` (the loop, with callbacks), checkpoints
+- ``debug``: dtype trace under autocast, first non-finite layer, the largest batch that fits
+- ``align``: Tensor Core alignment: audit a model, pad its sizes, matmul sweeps
+- ``data``: learnable data generated locally (images, a synthetic language); ``gpt``: a small GPT
 
-Course tooling (running and stamping lessons, student copies, the agenda, the learner's
-workspace and lab) lives apart in the subpackage ``fp16lab.course``; learners do not need it.
-``fp16lab.outputs`` and ``fp16lab.workshop`` remain as aliases of its modules for
-``python -m fp16lab.outputs`` / ``python -m fp16lab.workshop``. The command line for everything
-is ``python -m fp16lab --help``.
+Apart from the library: ``fp16lab.labs`` holds each lesson's experiments (benchmark, memory,
+transformers, inference, fp8, multi_gpu) and ``fp16lab.course`` the course's tooling and run-time.
+The command line for everything is ``python -m fp16lab --help``.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "__version__",
-    "align",
-    "bench",
-    "checkpoint",
-    "checks",
-    "config",
-    "data",
-    "debug",
-    "decode",
-    "device",
-    "distributed",
-    "env",
-    "fp8",
-    "gpt",
-    "graphs",
-    "hardware",
-    "infer",
-    "islands",
-    "lm",
-    "lm_data",
-    "memory",
-    "numerics",
-    "optim",
-    "outputs",
-    "precision",
-    "results",
-    "step",
-    "timing",
-    "train",
-    "workshop",
-]
+# name -> the submodule that owns it (imported on first use, so ``import fp16lab`` stays light)
+_HOMES = {
+    "fit": "train", "train_step": "train", "evaluate": "train", "make_scaler": "train",
+    "History": "train", "TrainingDiverged": "train", "save_checkpoint": "train", "load_checkpoint": "train",
+    "Evaluate": "train", "Checkpoint": "train", "Schedule": "train", "DivergenceGuard": "train",
+    "ProgressBar": "train",
+    "Precision": "precision", "autocast": "precision", "precision_context": "precision",
+    "check_precision_supported": "precision",
+    "choose_device": "device", "synchronize": "device",
+    "gpu_facts": "hardware", "peak_for": "hardware",
+    "time_fn": "timing", "time_cuda_events": "timing",
+    "dtype_trace": "debug", "first_nonfinite": "debug", "max_batch_size": "debug",
+    "audit": "align", "pad_layers": "align",
+    "format_info": "numerics", "formats_table": "numerics",
+    "ShapesDataset": "data", "make_loaders": "data", "SyntheticLanguage": "data",
+    "GPT": "gpt", "GPTConfig": "gpt",
+}
+_SUBMODULES = ("device", "checks", "hardware", "precision", "numerics", "timing", "train", "debug", "align",
+               "data", "gpt", "labs", "course")
+
+__all__ = ["__version__", *_HOMES]
+
+
+def __getattr__(name: str) -> Any:
+    """Load a curated name or a submodule on first use (PEP 562)."""
+    if name in _HOMES:
+        value = getattr(importlib.import_module(f"fp16lab.{_HOMES[name]}"), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f"fp16lab.{name}")
+    else:
+        raise AttributeError(f"module 'fp16lab' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*__all__, *_SUBMODULES])

@@ -13,7 +13,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from fp16lab._command import run_parsed
+from fp16lab.course.command import run_parsed
 
 __all__ = ["SUBCOMMANDS", "build_parser", "main", "run_parsed"]
 
@@ -21,7 +21,7 @@ SubParsers = argparse._SubParsersAction  # what add_subparsers() returns
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from fp16lab.env import report
+    from fp16lab.course.env import report
 
     r = report(args.device_index)
     print(r)
@@ -37,13 +37,13 @@ def _add_doctor(sub: SubParsers[argparse.ArgumentParser]) -> None:
 
 
 def _add_bench(sub: SubParsers[argparse.ArgumentParser]) -> None:
-    from fp16lab.bench import add_bench_parser
+    from fp16lab.labs.benchmark import add_bench_parser
 
     add_bench_parser(sub)
 
 
 def _add_distributed(sub: SubParsers[argparse.ArgumentParser]) -> None:
-    from fp16lab.distributed.cli import add_distributed_parser
+    from fp16lab.labs.multi_gpu.cli import add_distributed_parser
 
     add_distributed_parser(sub)
 

@@ -73,13 +73,22 @@ def parse_precision(value: "Precision | str", *, name: str = "precision") -> Pre
     raise ValueError(f"{name}: unknown precision {value!r}; allowed: {', '.join(map(repr, ALLOWED))}{hint}")
 
 
-def autocast(precision: "Precision | str", device: "torch.device | str") -> torch.autocast:
-    """``torch.autocast`` for ``precision`` on ``device``, disabled for fp32/tf32."""
+def autocast(
+    precision: "Precision | str", device: "torch.device | str", *, cache_enabled: bool | None = None
+) -> torch.autocast:
+    """``torch.autocast`` for ``precision`` on ``device``, disabled for fp32/tf32: fp16lab builds it only here.
+
+    ``cache_enabled`` is torch's (default None: torch's own default, the weight-cast cache on);
+    pass False inside a CUDA-graph capture or ``torch.compile`` region where the cache would
+    keep stale casts. ``autocast("fp32", device)`` is an FP32 island inside an autocast region.
+    """
     p = parse_precision(precision)
     dev = parse_device(device)
+    if cache_enabled is not None and not isinstance(cache_enabled, bool):
+        raise TypeError(f"cache_enabled must be True, False or None; got {cache_enabled!r}")
     dtype = p.autocast_dtype
     return torch.autocast(
-        device_type=dev.type, dtype=dtype or torch.float32, enabled=dtype is not None
+        device_type=dev.type, dtype=dtype or torch.float32, enabled=dtype is not None, cache_enabled=cache_enabled
     )
 
 

@@ -172,7 +172,7 @@ def time_windows(run: Callable[[], object], device: "torch.device | str", window
     the end: the events time the GPU's own work, and the windows follow each other with no
     sync between them (as in training). Elsewhere the device is synchronised around each call
     and ``time.perf_counter`` measures it. No warm-up here: run untimed steps first (compile,
-    autotuning, the caching allocator). :mod:`fp16lab.bench` times every benchmark with this.
+    autotuning, the caching allocator). :mod:`fp16lab.labs.benchmark` times every benchmark with this.
     """
     run = _checked_fn(run, "run")
     dev = resolve_device(device)

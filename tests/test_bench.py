@@ -1,4 +1,4 @@
-"""Tests of fp16lab.bench: real tiny measurements on the CPU, and the run's logic (interleaved
+"""Tests of fp16lab.labs.benchmark: real tiny measurements on the CPU, and the run's logic (interleaved
 rounds, spreads, targets, error/skip/OOM/time-out rows, budget) with fake sessions."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch import nn
 
-from fp16lab.bench import (
+from fp16lab.labs.benchmark import (
     COMPILED,
     CONFIGS,
     RECOMMENDED,
@@ -35,9 +35,9 @@ from fp16lab.bench import (
     targets_table,
     unsupported_reason,
 )
-from fp16lab.bench.analysis import summarise, verdict
-from fp16lab.bench.configs import parse_configs, parse_model, validate_batch_sizes, validate_output
-from fp16lab.bench.measure import Session, finish_row, settings_row
+from fp16lab.labs.benchmark.analysis import summarise, verdict
+from fp16lab.labs.benchmark.configs import parse_configs, parse_model, validate_batch_sizes, validate_output
+from fp16lab.labs.benchmark.measure import Session, finish_row, settings_row
 
 TINY = BenchSettings(image_size=32, warmup=1, steps=1, windows=2, cpu_threads=1, num_classes=10)
 CPU = torch.device("cpu")
@@ -222,7 +222,7 @@ def test_mfu_is_achieved_flops_over_the_fp16_peak():
 
 def test_the_peak_is_the_real_chips_under_a_profile(monkeypatch):
     from fp16lab import hardware
-    from fp16lab.bench.run import _peak_and_flops, make_plan
+    from fp16lab.labs.benchmark.run import _peak_and_flops, make_plan
 
     facts = hardware.GPUFacts(0, "NVIDIA GeForce RTX 4090 D", "NVIDIA H200", (8, 9), 114, 24 * 2**30, 141 * 2**30,
                               hardware.peak_for("RTX 4090 D"), hardware.chip_features((8, 9)), profile="rtx4090d")
@@ -311,7 +311,7 @@ def test_oom_at_build_and_failure_mid_rounds_are_rows_and_the_rest_goes_on(capsy
 
 
 def test_time_budget_stops_rounds_and_skips_what_has_not_started(monkeypatch):
-    from fp16lab.bench import run as run_module
+    from fp16lab.labs.benchmark import run as run_module
 
     now = [0.0]
     monkeypatch.setattr(run_module, "_clock", lambda: now[0])
@@ -343,7 +343,7 @@ def test_compile_time_box_makes_a_timeout_row():
 
 
 def test_kernel_kinds_and_the_step_breakdown():
-    from fp16lab.bench.profile import breakdown, kernel_kind
+    from fp16lab.labs.benchmark.profile import breakdown, kernel_kind
 
     names = {
         "void cudnn::ops::nchwToNhwcKernel<__half, __half, float, false, true>": "layout transposes",
@@ -369,7 +369,7 @@ def test_profile_steps_counts_only_the_gpus_own_events(fake_profiler):
 
     from torch.autograd import DeviceType
 
-    from fp16lab.bench.profile import profile_steps
+    from fp16lab.labs.benchmark.profile import profile_steps
 
     def event(key, device_type, us, annotation=False):
         return types.SimpleNamespace(key=key, device_type=device_type, self_device_time_total=us,
@@ -386,7 +386,7 @@ def test_profile_steps_counts_only_the_gpus_own_events(fake_profiler):
 
 
 def test_profile_is_recorded_in_the_metadata_and_a_failed_one_says_why():
-    from fp16lab.bench import profile_table
+    from fp16lab.labs.benchmark import profile_table
 
     res, _ = fake_run(["article", RECOMMENDED], ["article", RECOMMENDED], {}, profile=[RECOMMENDED])
     assert list(res.metadata["step_profile"]) == [RECOMMENDED]  # a CPU cannot profile kernels: recorded
@@ -607,7 +607,7 @@ def test_cli_bad_input_exits_2_with_the_allowed_values(tmp_path, capsys, monkeyp
 def test_cli_reference_plan_is_the_documented_one():
     import argparse
 
-    from fp16lab.bench.cli import REFERENCE, _run_kwargs, add_bench_parser
+    from fp16lab.labs.benchmark.cli import REFERENCE, _run_kwargs, add_bench_parser
 
     parser = argparse.ArgumentParser()
     add_bench_parser(parser.add_subparsers(dest="command"))

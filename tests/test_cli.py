@@ -52,7 +52,7 @@ def test_a_command_is_required(capsys):
     assert exit_.value.code == 2 and "COMMAND" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("module", ["fp16lab.outputs", "fp16lab.workshop"])
+@pytest.mark.parametrize("module", ["fp16lab.course.outputs", "fp16lab.course.workshop"])
 def test_old_entry_points_are_aliases(module):
     out = _run(module, "--help")
     assert out.returncode == 0, out.stderr
@@ -79,7 +79,7 @@ def test_refused_input_is_exit_2_with_the_reason(capsys, tmp_path):
 
 def test_module_entry_points_refuse_like_the_one_command_line(capsys):
     """`python -m fp16lab.course.lab` etc. end in the same place: a refused input is exit 2, no traceback."""
-    from fp16lab.bench import cli
+    from fp16lab.labs.benchmark import cli
     from fp16lab.course import lab
 
     assert lab.main(["--dry-run", "--port", "0"]) == 2

@@ -1,4 +1,4 @@
-"""fp16lab.distributed: real 2-process runs on gloo (CPU), failures and hangs, refused arguments.
+"""fp16lab.labs.multi_gpu: real 2-process runs on gloo (CPU), failures and hangs, refused arguments.
 
 Each pool of processes costs seconds to start (every rank imports torch), so the equality tests share
 one module-scoped pool, and the failure tests start processes that import nothing extra.
@@ -13,8 +13,8 @@ import time
 import pytest
 import torch
 
-from fp16lab import distributed as fd
-from fp16lab.distributed import (
+from fp16lab.labs import multi_gpu as fd
+from fp16lab.labs.multi_gpu import (
     WorkerError,
     Workers,
     WorkerTimeout,
@@ -123,7 +123,7 @@ def test_model_numel_counts_the_mlp():
 
 
 def test_bench_refuses_a_missing_folder(tmp_path):
-    from fp16lab.distributed.cli import main
+    from fp16lab.labs.multi_gpu.cli import main
 
     with pytest.raises(SystemExit, match="out must be an existing folder"):
         main(["bench", "--out", str(tmp_path / "absent")])
@@ -198,7 +198,7 @@ def test_fsdp2_runs_on_gloo_and_shards_the_state(workers):
 def test_a_failing_worker_ends_the_launch_with_its_rank_and_traceback():
     before = _ranks_alive()
     t0 = time.perf_counter()
-    with pytest.raises(WorkerError, match=r"rank 1 failed in task 'fp16lab.distributed.tasks.fail_on_rank'") as info:
+    with pytest.raises(WorkerError, match=r"rank 1 failed in task 'fp16lab.labs.multi_gpu.tasks.fail_on_rank'") as info:
         launch(fail_on_rank, rank=1, timeout=60, preload=())
     assert info.value.rank == 1 and "rank 1 was told to fail" in info.value.details
     assert not isinstance(info.value, WorkerTimeout)
@@ -310,14 +310,14 @@ def test_model_numel_refuses_bad_sizes(width, depth, message):
 
 @pytest.mark.parametrize("out", [None, 3, ["results"]])
 def test_bench_refuses_an_out_that_is_not_a_path(out):
-    from fp16lab.distributed.cli import bench
+    from fp16lab.labs.multi_gpu.cli import bench
 
     with pytest.raises(ValueError, match="out must be an existing folder"):
         bench(out)
 
 
 def test_bench_checks_the_timeout_before_printing_the_world(tmp_path, capsys):
-    from fp16lab.distributed.cli import bench
+    from fp16lab.labs.multi_gpu.cli import bench
 
     with pytest.raises(ValueError, match="timeout must be a finite number"):
         bench(tmp_path, world_size=2, backend="gloo", timeout=0)

@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from fp16lab.env import Status, report, run_metadata
+from fp16lab.course.env import Status, report, run_metadata
 
 
 def test_no_gpu_never_fails_and_says_so(fake_gpu, monkeypatch):

@@ -1,4 +1,4 @@
-"""fp16lab.fp8: FP8 formats against torch.finfo, scaling math, the layer filter, the raw FP8 matmul,
+"""fp16lab.labs.fp8: FP8 formats against torch.finfo, scaling math, the layer filter, the raw FP8 matmul,
 torchao training helpers on tiny models (CPU), and the no-FP8 path of a lesson."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import pytest
 import torch
 from torch import nn
 
-import fp16lab.fp8.layers as layers_mod
-import fp16lab.fp8.matmul as matmul_mod
-import fp16lab.fp8.training as training_mod
-from fp16lab.fp8 import (
+import fp16lab.labs.fp8.layers as layers_mod
+import fp16lab.labs.fp8.matmul as matmul_mod
+import fp16lab.labs.fp8.training as training_mod
+from fp16lab.labs.fp8 import (
     Fp8Filter,
     Fp8Support,
     amax_scale,
@@ -36,7 +36,7 @@ from fp16lab.fp8 import (
 )
 from fp16lab.gpt import GPT, GPTConfig
 from fp16lab.hardware import GPUFacts, chip_features
-from fp16lab.lm_data import SyntheticLanguage
+from fp16lab.data import SyntheticLanguage
 from fp16lab.numerics import format_info
 
 HAS_TORCHAO = torchao_status().available
@@ -289,7 +289,7 @@ def test_fp8_matmul_sweep_refuses_bad_arguments(monkeypatch):
 
 @pytest.fixture
 def reference_dir(tmp_path, monkeypatch):
-    import fp16lab.results as results
+    import fp16lab.course.runtime.results as results
 
     monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
     results.save_results(pd.DataFrame({"x": [1.0]}), tmp_path / "fp8_demo.json",
@@ -302,7 +302,7 @@ def _never() -> pd.DataFrame:
 
 
 def test_a_gpu_without_fp8_gets_a_statement_and_the_reference(reference_dir, monkeypatch, capsys):
-    import fp16lab.config as config
+    import fp16lab.course.runtime.quick as config
 
     monkeypatch.setattr(config, "live_gpu", lambda: True)
     monkeypatch.setattr(training_mod, "fp8_capable",
@@ -314,7 +314,7 @@ def test_a_gpu_without_fp8_gets_a_statement_and_the_reference(reference_dir, mon
 
 
 def test_missing_torchao_gets_a_statement_and_the_reference(reference_dir, monkeypatch, capsys):
-    import fp16lab.config as config
+    import fp16lab.course.runtime.quick as config
 
     monkeypatch.setattr(config, "live_gpu", lambda: True)
     monkeypatch.setattr(training_mod, "fp8_capable", lambda dev: Fp8Support(True, "fine"))
@@ -327,7 +327,7 @@ def test_missing_torchao_gets_a_statement_and_the_reference(reference_dir, monke
 
 
 def test_numerics_run_live_on_the_cpu_without_saving(reference_dir, monkeypatch):
-    import fp16lab.config as config
+    import fp16lab.course.runtime.quick as config
 
     monkeypatch.setattr(config, "live_gpu", lambda: False)
     monkeypatch.setattr(training_mod, "fp8_capable", lambda dev: Fp8Support(True, "cpu"))

@@ -1,4 +1,4 @@
-"""Tests of fp16lab.gpt and fp16lab.lm_data: PyTorch (a hand-written attention, FlopCounterMode) and numpy are the oracles."""
+"""Tests of fp16lab.gpt and fp16lab.data: PyTorch (a hand-written attention, FlopCounterMode) and numpy are the oracles."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from fp16lab.gpt import (
     param_count,
     preset,
 )
-from fp16lab.lm_data import SyntheticLanguage
+from fp16lab.data import SyntheticLanguage
 
 SMALL = GPTConfig(vocab_size=61, d_model=32, n_layers=2, n_heads=4, seq_len=24, vocab_multiple=8)
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from fp16lab import hardware
-from fp16lab.config import pick_for_memory
+from fp16lab.course.runtime.quick import pick_for_memory
 from fp16lab.hardware import (
     PEAK_TFLOPS,
     PROFILES,

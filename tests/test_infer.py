@@ -1,4 +1,4 @@
-"""fp16lab.infer, .graphs, .islands and .decode: the sweep, accuracy, graphs/compile, FP32 islands, decode."""
+"""fp16lab.labs.inference.infer, .graphs, .islands and .decode: the sweep, accuracy, graphs/compile, FP32 islands, decode."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from fp16lab.debug import first_nonfinite
-from fp16lab.decode import _plan as decode_plan
-from fp16lab.decode import _step_fn, copy_bandwidth, decode_benchmark, decode_bytes
+from fp16lab.labs.inference.decode import _plan as decode_plan
+from fp16lab.labs.inference.decode import _step_fn, copy_bandwidth, decode_benchmark, decode_bytes
 from fp16lab.gpt import GPT, GPTConfig
-from fp16lab.graphs import capture_cuda_graph, compile_for_inference
-from fp16lab.infer import (
+from fp16lab.labs.inference.graphs import capture_cuda_graph, compile_for_inference
+from fp16lab.labs.inference.infer import (
     Variant,
     gpu_kernel_time,
     latency_sweep,
@@ -28,7 +28,7 @@ from fp16lab.infer import (
     variants,
     weight_bytes,
 )
-from fp16lab.islands import FP32Island, keep_in_fp32
+from fp16lab.labs.inference.islands import FP32Island, keep_in_fp32
 from fp16lab.precision import Precision
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -1,4 +1,4 @@
-"""Tests of fp16lab.lm and fp16lab.optim: torch.optim.AdamW, exact arithmetic and PyTorch's own kernels are the oracles."""
+"""Tests of fp16lab.labs.transformers.lm and fp16lab.labs.transformers.optim: torch.optim.AdamW, exact arithmetic and PyTorch's own kernels are the oracles."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from fp16lab.gpt import GPT, GPTConfig, flops_per_token
-from fp16lab.lm import (
+from fp16lab.labs.transformers.lm import (
     lm_batches,
     lm_throughput,
     saved_activation_bytes,
@@ -20,8 +20,8 @@ from fp16lab.lm import (
     train_lm,
     warmup_cosine,
 )
-from fp16lab.lm_data import SyntheticLanguage
-from fp16lab.optim import AdamW16
+from fp16lab.data import SyntheticLanguage
+from fp16lab.labs.transformers.optim import AdamW16
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 CFG = GPTConfig(vocab_size=16, d_model=16, n_layers=1, n_heads=2, seq_len=16)
@@ -300,7 +300,7 @@ def test_train_lm_refuses_before_building_batches(kwargs: dict, match: str, monk
     torch.manual_seed(0)
     model = GPT(CFG)
     before = [p.clone() for p in model.parameters()]
-    monkeypatch.setattr("fp16lab.lm.lm_batches", lambda *a, **k: pytest.fail("batches built before the refusal"))
+    monkeypatch.setattr("fp16lab.labs.transformers.lm.lm_batches", lambda *a, **k: pytest.fail("batches built before the refusal"))
     args = {"lang": LANG, "steps": 10, "batch": 2, "progress": False, **kwargs}
     with pytest.raises(ValueError, match=match):
         train_lm(model, args.pop("lang"), **args)

@@ -1,4 +1,4 @@
-"""Tests of fp16lab.memory: tensor-level accounting, the allocator cap, OOM rows, the workload child, snapshots."""
+"""Tests of fp16lab.labs.memory.allocator: tensor-level accounting, the allocator cap, OOM rows, the workload child, snapshots."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fp16lab import memory as M
-from fp16lab.memory import (
+from fp16lab.labs.memory import allocator as M
+from fp16lab.labs.memory.allocator import (
     MIB,
     allocator_experiment,
     fragmentation_workload,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fp16lab.bench import readme_section
+from fp16lab.labs.benchmark import readme_section
 from fp16lab.course.readme import targets_table
 
 ROOT = Path(__file__).resolve().parent.parent

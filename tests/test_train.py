@@ -19,7 +19,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import fp16lab.precision
-import fp16lab.step
+import fp16lab.train.step
 from fp16lab.train import (
     History,
     TrainingDiverged,
@@ -300,7 +300,7 @@ def test_unknown_precision(bad: object) -> None:
 
 def test_bf16_on_pre_ampere_gpu_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fp16lab.precision, "cuda_capability", lambda device=0: (7, 5))
-    monkeypatch.setattr(fp16lab.step, "resolve_device", lambda value, name="device": torch.device("cuda"))
+    monkeypatch.setattr(fp16lab.train.step, "resolve_device", lambda value, name="device": torch.device("cuda"))
     m = mlp()
     with pytest.raises(ValueError, match="bf16 needs native support.*sm_75"):
         fit(m, loader(), torch.optim.SGD(m.parameters(), lr=0.1), precision="bf16", device="cuda", progress=False)
@@ -724,7 +724,7 @@ def test_checkpoint_holding_python_objects_names_weights_only(tmp_path: Path) ->
 
 
 def test_checkpoint_size_does_not_grow_with_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import fp16lab.checkpoint as ck
+    import fp16lab.train.checkpoint as ck
 
     written: list[int] = []
     real = ck._jsonl

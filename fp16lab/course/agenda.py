@@ -92,7 +92,7 @@ def time_quick_mode(
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
-    from fp16lab.env import run_metadata
+    from fp16lab.course.env import run_metadata
 
     tfile = Path(timings_file or _paths.timings_file())
     measured: dict[str, float] = {}

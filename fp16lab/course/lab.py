@@ -167,6 +167,6 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
 
 def main(argv: Sequence[str] | None = None) -> int:  # pragma: no cover - thin wrapper
     """``python -m fp16lab.course.lab``: the same as ``python -m fp16lab lab``."""
-    from fp16lab._command import run_parsed
+    from fp16lab.course.command import run_parsed
 
     return run_parsed(configure(argparse.ArgumentParser(prog="python -m fp16lab lab")).parse_args(argv))

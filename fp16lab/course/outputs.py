@@ -11,7 +11,7 @@ with their own output.
 ``python -m fp16lab outputs check`` lists lessons whose code changed since their outputs were
 made, or that lack the note (tests/test_outputs.py checks the same);
 ``python -m fp16lab outputs note`` refreshes the note from the stored metadata, without running.
-``python -m fp16lab.outputs ...`` is the same command line.
+``python -m fp16lab.course.outputs ...`` is the same command line.
 """
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ def set_reference_note(nb: Any, *, meta: dict[str, Any] | None = None, copy: boo
 
 def stamp(nb: Any, *, seconds: float | None = None) -> Any:
     """Record in ``nb.metadata['fp16lab']`` where and how the outputs were made, and add the note."""
-    from fp16lab.env import run_metadata
+    from fp16lab.course.env import run_metadata
 
     meta = run_metadata()
     nb.metadata[KEY] = {
@@ -299,10 +299,10 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m fp16lab.outputs``: the same as ``python -m fp16lab outputs``."""
-    parser = configure(argparse.ArgumentParser(prog="python -m fp16lab.outputs", description=__doc__,
+    """``python -m fp16lab.course.outputs``: the same as ``python -m fp16lab outputs``."""
+    parser = configure(argparse.ArgumentParser(prog="python -m fp16lab.course.outputs", description=__doc__,
                                                formatter_class=argparse.RawDescriptionHelpFormatter))
-    from fp16lab._command import run_parsed
+    from fp16lab.course.command import run_parsed
 
     return run_parsed(parser.parse_args(argv))
 

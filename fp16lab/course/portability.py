@@ -371,7 +371,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _execute(argv[1], int(argv[2]))
     parser = configure(argparse.ArgumentParser(prog="python -m fp16lab portability", description=__doc__,
                                                formatter_class=argparse.RawDescriptionHelpFormatter))
-    from fp16lab._command import run_parsed
+    from fp16lab.course.command import run_parsed
 
     return run_parsed(parser.parse_args(argv))
 

@@ -9,7 +9,7 @@ From anywhere inside the repository::
     python -m fp16lab workshop time-quick NOTEBOOK  # time a GPU-stamped lesson in quick mode here
     python -m fp16lab workshop lint      # measured-looking numbers in lesson markdown, next-lesson links
 
-``python -m fp16lab.workshop ...`` is the same. The work itself lives in
+``python -m fp16lab.course.workshop ...`` is the same. The work itself lives in
 :mod:`fp16lab.course.student`, :mod:`fp16lab.course.verify` and :mod:`fp16lab.course.agenda`.
 """
 
@@ -137,10 +137,10 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m fp16lab.workshop``: the same as ``python -m fp16lab workshop``."""
-    parser = configure(argparse.ArgumentParser(prog="python -m fp16lab.workshop", description=__doc__,
+    """``python -m fp16lab.course.workshop``: the same as ``python -m fp16lab workshop``."""
+    parser = configure(argparse.ArgumentParser(prog="python -m fp16lab.course.workshop", description=__doc__,
                                                formatter_class=argparse.RawDescriptionHelpFormatter))
-    from fp16lab._command import run_parsed
+    from fp16lab.course.command import run_parsed
 
     return run_parsed(parser.parse_args(argv))
 

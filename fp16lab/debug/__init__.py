@@ -9,14 +9,14 @@
   training step by precision and batch size; :func:`max_batch_size` finds the largest
   batch that fits and recovers cleanly from out-of-memory errors.
 
-Modules: :mod:`fp16lab.debug.trace` (dtypes, non-finite values), :mod:`fp16lab.debug.memory`
+Modules: :mod:`fp16lab.debug.trace` (dtypes, non-finite values), :mod:`fp16lab.labs.memory.sweep`
 (peak memory), :mod:`fp16lab.debug.batch` (the batch-size search).
 """
 
 from __future__ import annotations
 
 from fp16lab.debug.batch import BatchSearch, max_batch_size
-from fp16lab.debug.memory import StepMemory, memory_sweep, step_peak_memory
+from fp16lab.labs.memory.sweep import StepMemory, memory_sweep, step_peak_memory
 from fp16lab.debug.trace import FP16_MAX, NonFiniteReport, dtype_trace, first_nonfinite
 
 __all__ = [

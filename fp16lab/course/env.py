@@ -1,0 +1,380 @@
+"""The environment report (``python -m fp16lab doctor``) and the metadata stored with every measurement.
+
+Device choice lives in :mod:`fp16lab.device`; GPU facts, peaks and profiles in :mod:`fp16lab.hardware`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import torch
+
+from fp16lab.checks import non_negative_int
+from fp16lab.device import mps_available, resolve_device
+from fp16lab.hardware import PROFILE_ENV, active_profile, chip_features, gpu_facts
+from fp16lab.precision import tf32_state
+
+__all__ = [
+    "Status",
+    "Check",
+    "Report",
+    "MIN_PYTHON",
+    "MIN_TORCH",
+    "run_metadata",
+    "report",
+    "capability_checks",
+]
+
+MIN_PYTHON = (3, 10)
+# The lessons use torch.nn.utils.get_total_norm (2.6), allow_fp16_accumulation (2.7), FSDP2's
+# public fully_shard (2.6) and the fp32_precision TF32 settings (2.9): 2.9 is the floor.
+MIN_TORCH = (2, 9)
+
+
+class Status(str, Enum):
+    OK = "OK"
+    WARN = "WARN"
+    FAIL = "FAIL"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Check:
+    """One row of the report: what was checked, what was found, and how to fix it."""
+
+    name: str
+    value: str
+    status: Status = Status.OK
+    fix: str = ""
+
+
+_COLOURS = {Status.OK: "#1a7f37", Status.WARN: "#b35900", Status.FAIL: "#cf222e"}
+
+
+@dataclass
+class Report:
+    """An environment report; renders as a table in Jupyter and as text elsewhere."""
+
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when no row FAILs (WARN rows are allowed)."""
+        return not any(c.status is Status.FAIL for c in self.checks)
+
+    def __getitem__(self, name: str) -> Check:
+        for c in self.checks:
+            if c.name == name:
+                return c
+        raise KeyError(f"no check named {name!r}; have {[c.name for c in self.checks]}")
+
+    def to_frame(self) -> "Any":
+        import pandas as pd
+
+        return pd.DataFrame(
+            [(c.name, c.value, c.status.value, c.fix) for c in self.checks],
+            columns=["check", "value", "status", "fix"],
+        )
+
+    def __str__(self) -> str:
+        w = max(len(c.name) for c in self.checks)
+        lines = []
+        for c in self.checks:
+            lines.append(f"[{c.status.value:4}] {c.name:<{w}}  {c.value}")
+            if c.fix:
+                lines.append(f"{'':7}{'':<{w}}  fix: {c.fix}")
+        verdict = "no FAIL rows" if self.ok else "at least one FAIL row: see the fixes above"
+        lines.append(f"verdict: {verdict}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_html_(self) -> str:
+        import html
+
+        rows = []
+        for c in self.checks:
+            colour = _COLOURS[c.status]
+            rows.append(
+                "<tr>"
+                f'<td style="text-align:left">{html.escape(c.name)}</td>'
+                f'<td style="text-align:left">{html.escape(c.value)}</td>'
+                f'<td style="color:{colour};font-weight:bold">{c.status.value}</td>'
+                f'<td style="text-align:left">{_code_spans(html.escape(c.fix))}</td></tr>'
+            )
+        head = "<tr><th>check</th><th>value</th><th>status</th><th>fix</th></tr>"
+        return f"<table>{head}{''.join(rows)}</table>"
+
+
+def _code_spans(text: str) -> str:
+    """Render `backticks` in (already escaped) fix text as <code>."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _driver_version() -> str | None:
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run(
+            [exe, "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.splitlines()[0].strip() if out else None
+
+
+def _version_tuple(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", v.split("+")[0])[:2])
+
+
+def _tf32_text() -> str:
+    st = tf32_state()
+    return (
+        f"matmul.fp32_precision={st['matmul']!r}, cudnn.conv.fp32_precision={st['cudnn_conv']!r} "
+        "(PyTorch's default: 'ieee' matmuls, 'tf32' convolutions)"
+    )
+
+
+def run_metadata(device: "torch.device | str | None" = None) -> dict[str, Any]:
+    """The settings that matter for a measurement, to store beside its numbers.
+
+    Under a hardware profile, ``device`` is the profile's GPU and ``real_device`` the chip
+    that really ran: speeds are always the real chip's.
+    """
+    dev = resolve_device(device)
+    facts = gpu_facts(dev) if dev.type == "cuda" else None
+    from fp16lab.course.runtime.quick import mode
+
+    m = mode()
+    st = tf32_state()
+    return {
+        "device": facts.name if facts else dev.type.upper(),
+        "real_device": facts.real_name if facts else dev.type.upper(),
+        "profile": facts.profile if facts else None,
+        "device_type": dev.type,
+        "capability": facts.sm if facts else None,
+        "sm_count": facts.sm_count if facts else None,
+        "memory_gib": round(facts.memory_gib, 2) if facts else None,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "driver": _driver_version() if facts else None,
+        "python": platform.python_version(),
+        "tf32_matmul": st["matmul"] == "tf32",
+        "tf32_cudnn": st["cudnn_conv"] == "tf32",
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+        "mode": m.name,
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d"),
+    }
+
+
+def _package_checks() -> list[Check]:
+    import importlib.metadata as md
+
+    rows = []
+    for pkg in (*_NEEDED, *_FOR_THE_LAB):
+        try:
+            rows.append(Check(pkg, md.version(pkg)))
+        except md.PackageNotFoundError:
+            if pkg in _NEEDED:
+                rows.append(Check(pkg, "not installed", Status.FAIL, f"`pip install {pkg}` (or run `make setup`)"))
+            else:  # the lessons still run (VS Code, nbclient, a headless runner): a warning, not a failure
+                rows.append(Check(pkg, "not installed", Status.WARN, f"{_FOR_THE_LAB[pkg]}: `pip install {pkg}` "
+                                  "(or run `make setup`)"))
+    return rows
+
+
+_NEEDED = ("torchvision", "pandas", "matplotlib", "seaborn", "tqdm")
+_FOR_THE_LAB = {"jupyterlab": "needed to open the lessons in JupyterLab (`make lab`)",
+                "ipywidgets": "needed for live progress bars in JupyterLab (without it they print as text)"}
+
+
+def report(device_index: int = 0) -> Report:
+    """Check this machine for the series: versions, GPU, what the chip supports, TF32 settings.
+
+    Never raises on a machine without a GPU, without cuDNN or with a CPU-only torch: those
+    become WARN rows with a fix. ``device_index`` (default 0) picks the CUDA GPU; a bad
+    index or an unknown ``FP16LAB_PROFILE`` is refused before anything is checked.
+    """
+    from fp16lab.course.runtime.quick import mode
+
+    index = non_negative_int("device_index", device_index)
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count and index >= count:
+        raise ValueError(f"device_index {device_index!r} is out of range: this machine has {count} CUDA GPU(s)")
+    rows: list[Check] = [_python_check(), _torch_check(), *_package_checks()]
+    try:
+        active_profile()
+    except ValueError as exc:  # an unknown FP16LAB_PROFILE: everything below would raise it
+        rows.append(Check("hardware profile", f"{PROFILE_ENV} not usable", Status.FAIL, str(exc)))
+        return Report(rows)
+    m = mode()
+    rows.append(Check("quick mode", f"{m.name} ({m.reason})"))
+    rows.append(_cuda_build_check())
+    if mps_available():
+        rows.append(Check("Apple MPS", "available (fp16 autocast works; no GradScaler speed claims)"))
+    if not torch.cuda.is_available():
+        rows.append(_no_gpu_check())
+        rows.append(Check("TF32 settings", _tf32_text()))
+        return Report(rows)
+    try:
+        facts = gpu_facts(index)
+    except ValueError as exc:  # an unknown profile, or one bigger than this card
+        rows.append(Check("hardware profile", f"{PROFILE_ENV} not usable", Status.FAIL, str(exc)))
+        return Report(rows)
+    assert facts is not None
+    rows += _driver_checks()
+    if facts.profile:
+        rows.append(Check("hardware profile", facts.label, Status.WARN,
+                          f"unset {PROFILE_ENV} to measure this GPU as it is"))
+    rows.append(Check("GPU", f"{facts.name} (cuda:{index})"))
+    rows.append(_arch_check(facts.capability))
+    rows.append(Check("SMs", str(facts.sm_count)))
+    rows.append(Check("memory", f"{facts.memory_gib:.1f} GiB"))
+    rows += capability_checks(facts.capability, facts.name)
+    rows.append(_peak_check(facts.name))
+    rows.append(Check("TF32 settings", _tf32_text()))
+    return Report(rows)
+
+
+def _python_check() -> Check:
+    v = platform.python_version()
+    if sys.version_info[:2] >= MIN_PYTHON:
+        return Check("Python", v)
+    return Check("Python", v, Status.FAIL, "install Python >= 3.10")
+
+
+def _torch_check() -> Check:
+    tv = torch.__version__
+    if _version_tuple(tv) >= MIN_TORCH:
+        return Check("torch", tv)
+    floor = ".".join(map(str, MIN_TORCH))
+    return Check(
+        "torch", tv, Status.FAIL,
+        f"the lessons need torch >= {floor} (fp32_precision TF32 settings, allow_fp16_accumulation, "
+        f"FSDP2): `pip install -U 'torch>={floor}' torchvision` (or re-run `make setup`)",
+    )
+
+
+def _cuda_build_check() -> Check:
+    if torch.version.cuda is None:
+        return Check(
+            "torch CUDA build", "CPU-only wheel", Status.WARN,
+            "if this machine has an NVIDIA GPU, install a CUDA wheel: "
+            "`pip install torch --index-url https://download.pytorch.org/whl/cu126`",
+        )
+    return Check("torch CUDA build", f"CUDA {torch.version.cuda}")
+
+
+def _no_gpu_check() -> Check:
+    why = "no CUDA device visible" if torch.version.cuda else "torch has no CUDA support"
+    return Check(
+        "CUDA GPU", f"none ({why})", Status.WARN,
+        "lessons run in quick mode on the CPU and show the committed H200 reference outputs for "
+        "GPU-only results; for your own numbers use an NVIDIA GPU (check `nvidia-smi`, and "
+        "`CUDA_VISIBLE_DEVICES`)",
+    )
+
+
+def _driver_checks() -> list[Check]:
+    driver = _driver_version()
+    rows = [
+        Check("driver", driver)
+        if driver
+        else Check("driver", "unknown", Status.WARN, "`nvidia-smi` not found or failed; check the driver install")
+    ]
+    if torch.backends.cudnn.is_available():
+        rows.append(Check("cuDNN", str(torch.backends.cudnn.version())))
+    else:
+        rows.append(Check("cuDNN", "not available", Status.WARN,
+                          "convolutions will be slow; reinstall a CUDA torch wheel (it bundles cuDNN)"))
+    return rows
+
+
+def _arch_check(capability: tuple[int, int]) -> Check:
+    """FAIL when this torch build ships no kernels for the chip (e.g. sm_70 on CUDA 13 wheels)."""
+    sm = f"sm_{capability[0]}{capability[1]}"
+    arches = torch.cuda.get_arch_list()
+    # A build runs a chip when it has its exact sm_XY, or an sm_X* of the same major at or
+    # below it (binary compatible), or PTX (compute_XY) at or below it to JIT from.
+    def ok(a: str) -> bool:
+        kind, _, num = a.partition("_")
+        if not num.isdigit():
+            return False
+        major, minor = int(num[:-1]), int(num[-1])
+        if kind == "sm":
+            return major == capability[0] and minor <= capability[1]
+        return kind == "compute" and (major, minor) <= capability
+    if not arches or any(ok(a) for a in arches):
+        return Check("compute capability", sm)
+    return Check(
+        "compute capability", f"{sm}: this torch build has no kernels for it (built for {', '.join(arches)})",
+        Status.FAIL,
+        "the series does not support this GPU with this torch build; torch's CUDA 12.6 wheels still "
+        "ship Volta (sm_70) kernels: `pip install torch torchvision --index-url "
+        "https://download.pytorch.org/whl/cu126`",
+    )
+
+
+def _peak_check(name: str) -> Check:
+    from fp16lab.hardware import peak_for
+
+    peak = peak_for(name)
+    if peak is None:
+        return Check(
+            "peak table", f"{name!r} is not in fp16lab.hardware.PEAK_TFLOPS", Status.WARN,
+            "'% of peak' figures are not shown; add your GPU's datasheet numbers to `PEAK_TFLOPS`",
+        )
+    return Check(
+        "peak table",
+        f"{peak.gpu}: FP32 {peak.fp32}, TF32 {peak.tf32}, FP16 {peak.fp16}, BF16 {peak.bf16}, "
+        f"FP16-accumulate {peak.fp16_acc16}, FP8 {peak.fp8} dense TFLOP/s (cited: {peak.source})",
+    )
+
+
+def capability_checks(capability: tuple[int, int], name: str | None = None) -> list[Check]:
+    """Report rows for what a chip of ``capability`` (and ``name``) supports natively."""
+    f = chip_features(capability, name)
+    sm = f"sm_{capability[0]}{capability[1]}"
+    return [
+        Check("FP16 Tensor Cores", "yes")
+        if f["fp16_tensor_cores"]
+        else Check(
+            "FP16 Tensor Cores",
+            f"no ({sm} < sm_70)" if capability < (7, 0) else f"no ({name}: a GTX 16xx has none)",
+            Status.WARN,
+            "fp16 runs but without Tensor Cores: expect little or no AMP speed-up on this GPU",
+        ),
+        Check("BF16 native", "yes")
+        if f["bf16_native"]
+        else Check(
+            "BF16 native",
+            f"no ({sm} < sm_80)",
+            Status.WARN,
+            "use fp16 with GradScaler; `torch.cuda.is_bf16_supported()` may still say True "
+            "here because bf16 is emulated (slow)",
+        ),
+        Check("TF32", "yes")
+        if f["tf32"]
+        else Check("TF32", f"no ({sm} < sm_80)", Status.WARN, "FP32 matmuls run at plain FP32 speed"),
+        Check("FP8", "yes (lesson 09_fp8)" if f["fp8"] else f"no ({sm} < sm_89; lesson 09_fp8 shows its numerics and the reference run)"),
+    ]

@@ -1,0 +1,12 @@
+"""One lab per lesson topic: what a single lesson's experiments need (sweeps, tables, drivers).
+
+Labs import the learner library (``fp16lab.train``, ``fp16lab.timing``, ...), never the reverse.
+A lesson imports its lab by name, so its reader knows which file to open:
+
+- :mod:`fp16lab.labs.memory`: lesson 05 (tensor memory, allocator experiments, peak-memory sweeps)
+- :mod:`fp16lab.labs.benchmark`: lesson 06 (the article's ResNet50 table, ``python -m fp16lab bench``)
+- :mod:`fp16lab.labs.transformers`: lesson 07 (the small GPT per precision; 16-bit AdamW)
+- :mod:`fp16lab.labs.inference`: lesson 08 (cast vs autocast, CUDA graphs, KV-cache decode)
+- :mod:`fp16lab.labs.fp8`: lesson 09 (FP8 scaling, torchao float8 training, the raw FP8 matmul)
+- :mod:`fp16lab.labs.multi_gpu`: lesson 10 (DDP, compression hooks, FSDP2)
+"""

@@ -1,0 +1,223 @@
+"""``python -m fp16lab bench``: the comparison from the command line, and the reference run."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from fp16lab.labs.benchmark.configs import (
+    ARTICLE_CLAIM,
+    COMPARISON,
+    COMPILED,
+    CONFIGS,
+    EXPLORE,
+    RECOMMENDED,
+    REPEATED,
+    BenchSettings,
+    default_settings,
+)
+from fp16lab.labs.benchmark.report import BenchResult, plot_results, profile_table, readme_section
+from fp16lab.labs.benchmark.run import run_benchmark
+from fp16lab.course.runtime.quick import is_quick, pick
+
+__all__ = ["add_bench_parser", "main", "REFERENCE"]
+
+REFERENCE: dict[str, Any] = {
+    "configs": list(COMPARISON), "repeat": list(REPEATED), "rounds": 5, "explore": list(EXPLORE),
+    "sweep": [64, 128, 512], "sweep_configs": [RECOMMENDED], "time_budget_s": 480.0, "compile_timeout_s": 150.0,
+    "profile": ["article", RECOMMENDED, COMPILED],
+    "settings": BenchSettings(image_size=224, warmup=5, steps=10, windows=3),
+}
+"""The committed reference run (``--reference``): ResNet-50 at batch 256, every comparison row, the
+targets' configurations in 5 interleaved rounds (the article's loop and both recipes profiled after
+them: where the step's time goes), a sweep of the recipe, and the exploration; no
+new measurement starts after 480 s and a compile gets at most 150 s, so it ends within about 9 minutes."""
+
+
+def _reference_output(model: str) -> Path:
+    from fp16lab.hardware import gpu_facts, peak_for
+    from fp16lab.course.runtime.results import RESULTS_DIR
+
+    facts = gpu_facts()
+    if facts is None:
+        raise ValueError("--reference needs a CUDA GPU: a reference is a GPU measurement")
+    if facts.profile is not None:
+        raise ValueError(f"--reference refuses a hardware profile ({facts.profile!r}): unset FP16LAB_PROFILE")
+    if is_quick():
+        raise ValueError("--reference needs full mode: unset FP16LAB_QUICK / CI (or set FP16LAB_QUICK=0)")
+    peak = peak_for(facts.real_name)
+    slug = (peak.gpu if peak else facts.real_name).lower().replace("nvidia", "").strip().replace(" ", "_")
+    return RESULTS_DIR / f"bench_{model}_{slug}.json"
+
+
+def _given(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
+def _settings(args: argparse.Namespace) -> BenchSettings:
+    base = REFERENCE["settings"] if args.reference else default_settings()
+    return BenchSettings(
+        image_size=_given(args.image_size, base.image_size), warmup=_given(args.warmup, base.warmup),
+        steps=_given(args.steps, base.steps), windows=_given(args.windows, base.windows),
+        cudnn_benchmark=not args.no_cudnn_benchmark, cpu_threads=_given(args.cpu_threads, base.cpu_threads),
+    )
+
+
+def _run_kwargs(args: argparse.Namespace, dev: torch.device) -> dict[str, Any]:
+    """run_benchmark's arguments from the options (the reference plan, or the mode's defaults)."""
+    ref = args.reference
+    cuda = dev.type == "cuda"
+    return {
+        "configs": _given(args.configs, REFERENCE["configs"] if ref else None),
+        "batch_sizes": _given(args.batch_sizes, [256] if ref else pick(quick=[8], full=[256])),
+        "repeat": _given(args.repeat, REFERENCE["repeat"] if ref else None),
+        "rounds": _given(args.rounds, REFERENCE["rounds"] if ref else pick(quick=3, full=5, smoke=3)),
+        "sweep_batch_sizes": _given(args.sweep, REFERENCE["sweep"] if ref else pick(quick=[], full=[64, 128, 512])),
+        "sweep_configs": _given(args.sweep_configs, REFERENCE["sweep_configs"] if ref
+                                else (["fp32_default", RECOMMENDED] if cuda else ["fp32_default"])),
+        "explore": _given(args.explore_configs, list(EXPLORE) if (ref or args.explore) else []),
+        "precisions": args.precisions, "settings": _settings(args), "device": dev, "task": args.task,
+        "time_budget_s": _given(args.time_budget, REFERENCE["time_budget_s"] if ref else None),
+        "compile_timeout_s": _given(args.compile_timeout, REFERENCE["compile_timeout_s"] if ref else None),
+        "profile": _given(args.profile, REFERENCE["profile"] if ref else []),
+        "progress": not args.no_progress,
+    }
+
+
+def _bench_cli(args: argparse.Namespace) -> int:
+    from fp16lab.device import choose_device
+    from fp16lab.course.runtime.results import output_path
+
+    try:
+        if args.readme_from:
+            print(readme_section(args.readme_from, args.png))
+            return 0
+        model = args.model or ("resnet50" if args.reference else pick(quick="resnet18", full="resnet50"))
+        dev = choose_device(args.device)
+        if args.reference:
+            output = Path(args.output) if args.output else _reference_output(model)
+        else:
+            output = Path(args.output) if args.output else output_path(f"bench_{model}")
+        kwargs = _run_kwargs(args, dev)
+        launched = bool(sys.argv) and Path(sys.argv[0]).name in ("__main__.py", "fp16lab")
+        cmd = "python -m fp16lab " + " ".join(sys.argv[1:]) if launched else None
+        res = run_benchmark(model, output=output, metadata={"command": cmd} if cmd else None, **_announce(dev, kwargs))
+        rc = _report(res, args, dev)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if launched and not res.frame.empty and (res.frame["status"] == "timeout").any():
+        # A compile stopped by its time box leaves torch.compile's worker threads with queued kernel
+        # compilations, which a normal exit would wait for. The results are saved: exit now.
+        print("a compile was stopped by its time box: exiting without waiting for its workers", file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(rc)
+    return rc
+
+
+def _announce(dev: torch.device, kwargs: dict[str, Any]) -> dict[str, Any]:
+    from fp16lab.course.runtime.quick import mode
+
+    print(mode())
+    if dev.type != "cuda":
+        print(f"NOTE: running on {dev.type.upper()}: these timings are {dev.type.upper()} numbers, not FP16 "
+              "speed-ups (configurations that need CUDA are skipped with the reason; the committed GPU "
+              "reference shows them).")
+    return kwargs
+
+
+def _report(res: BenchResult, args: argparse.Namespace, dev: torch.device) -> int:
+    m, b = res.metadata, res.metadata["benchmark"]
+    quick = is_quick() and dev.type != "cuda"
+    with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 60):
+        print(f"\n{b['model']} {b['task']}, {m['device']} ({'QUICK CPU MODE' if quick else m['mode'] + ' mode'}), "
+              f"{b['windows']} windows x {b['steps']} steps, median" + (f"; {b['rounds']} interleaved rounds of "
+                                                                       f"{', '.join(b['repeat'])}" if b["repeat"] else ""))
+        print(res.table().drop(columns=["label"]).to_string(index=False))
+        for part, title in (("sweep", "batch-size sweep"), ("explore", "exploration (single runs)")):
+            if (res.frame.get("part") == part).any():
+                print(f"\n{title}")
+                print(res.table(part).drop(columns=["label"]).to_string(index=False))
+        prof = profile_table(m)
+        if not prof.empty:
+            print("\nshare of a step by kind of kernel (profiled after the rounds)")
+            print(prof.to_string(float_format=lambda v: f"{v:.1%}"))
+        if b["task"] == "train":
+            print("\ntargets (set for the H200 at batch 256)")
+            print(res.targets().drop(columns=["values", "batch"]).to_string(index=False))
+        print("\nthe article (RTX 4090D, cited): " + ", ".join(
+            f"{r['precision']} {r['img_per_s']:.0f} img/s {r['memory_gb']} GB" for r in ARTICLE_CLAIM["rows"]))
+    if res.path is not None:
+        print(f"results: {res.path} (and .csv)")
+        if args.reference:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            plot_results(res.frame, res.path.with_suffix(".png"), title=f"{b['model']} training, {m['device']}, {m['date']}")
+            print(f"plot: {res.path.with_suffix('.png')}; README section: "
+                  f"python -m fp16lab bench --readme-from {res.path}")
+    return 130 if res.interrupted else 0
+
+
+def add_bench_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """Register ``python -m fp16lab bench`` on a subparsers object."""
+    p = sub.add_parser(
+        "bench",
+        help="benchmark ResNet training at FP32/TF32/FP16/BF16, channels_last, fused Adam, torch.compile",
+        description=(
+            "Training throughput (images/s), MFU and peak memory of a torchvision model per configuration, "
+            "on synthetic device-resident data, CUDA-event timing, median of windows; the targets' "
+            "configurations in interleaved rounds. Full mode (GPU): resnet50, batch 256, the whole comparison "
+            "(5 rounds) and a batch-size sweep (a few minutes). Quick mode (CPU or FP16LAB_QUICK=1): resnet18 "
+            "at 32 px, batch 8 (under a minute). --reference: the committed reference run, with the "
+            f"compiled-recipe exploration (about 9 minutes on an H200). Configurations: {', '.join(CONFIGS)}."
+        ),
+    )
+    a = p.add_argument
+    a("--model", default=None, help="torchvision model (default resnet50; quick: resnet18)")
+    a("--batch-sizes", type=int, nargs="+", default=None, help="comparison batch sizes (default 256; quick: 8)")
+    a("--configs", nargs="+", default=None, help="comparison configurations (default: all on CUDA)")
+    a("--repeat", nargs="*", default=None, help=f"configurations timed in interleaved rounds (default those of: {', '.join(REPEATED)})")
+    a("--rounds", type=int, default=None, help="interleaved rounds (default 5; quick and smoke: 3)")
+    a("--precisions", nargs="+", default=None, help="keep only configurations of these precisions (fp32, tf32, fp16, bf16)")
+    a("--sweep", type=int, nargs="*", default=None, help="batch sizes of the sweep (default 64 128 512; quick: none; empty: none)")
+    a("--sweep-configs", nargs="+", default=None, help=f"configurations of the sweep (default fp32_default {RECOMMENDED})")
+    a("--explore", action="store_true", help=f"also run the compiled-recipe exploration: {', '.join(EXPLORE)}")
+    a("--explore-configs", nargs="*", default=None, help="exploration configurations (implies --explore)")
+    a("--reference", action="store_true", help="the committed reference run (see fp16lab.labs.benchmark.cli.REFERENCE); "
+      "writes results/bench_<model>_<gpu>.json, .csv and .png unless --output")
+    a("--profile", nargs="*", default=None, help="repeated configurations to profile after the rounds (CUDA): "
+      "kernel time by kind and GPU idle, stored in the metadata")
+    a("--output", default=None, help="results JSON (default results/local/bench_<model>.json; a CSV beside it)")
+    a("--windows", type=int, default=None, help="timed windows per measurement and round (default 3; quick: 2)")
+    a("--steps", type=int, default=None, help="steps per timed window (default 10; quick: 1)")
+    a("--warmup", type=int, default=None, help="untimed warm-up steps (default 5; quick: 1)")
+    a("--image-size", type=int, default=None, help="square image side (default 224; quick: 32)")
+    a("--cpu-threads", type=int, default=None, help="torch threads for CPU runs (default: quick 1, full unchanged)")
+    a("--task", choices=["train", "infer"], default="train", help="train (default) or infer")
+    a("--device", default=None, help="device (default: cuda > mps > cpu)")
+    a("--time-budget", type=float, default=None, help="seconds after which nothing new starts (default none; --reference 480)")
+    a("--compile-timeout", type=float, default=None, help="time box in seconds for building and compiling one configuration")
+    a("--no-cudnn-benchmark", action="store_true", help="leave cudnn.benchmark off (default on)")
+    a("--no-progress", action="store_true", help="no progress bar")
+    a("--readme-from", default=None, help="print the README section for this results file and write its PNG; no benchmark")
+    a("--png", default=None, help="with --readme-from: plot path (default: results path with .png)")
+    p.set_defaults(func=_bench_cli)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``bench`` alone (same options as ``python -m fp16lab bench``)."""
+    parser = argparse.ArgumentParser(prog="python -m fp16lab.labs.benchmark")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_bench_parser(sub)
+    from fp16lab.course.command import run_parsed
+
+    return run_parsed(parser.parse_args(["bench", *(sys.argv[1:] if argv is None else argv)]))

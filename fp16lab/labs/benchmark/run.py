@@ -1,0 +1,410 @@
+"""A whole benchmark run: interleaved rounds and single runs (the comparison), a batch-size sweep
+and the compiled-recipe exploration, saved after every row, with MFU and the targets."""
+
+from __future__ import annotations
+
+import functools
+import math
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pandas as pd
+import torch
+
+from fp16lab.labs.benchmark.analysis import FLOP_METHOD, add_mfu, model_flops, targets_table
+from fp16lab.labs.benchmark.configs import (
+    COMPILED,
+    RECOMMENDED,
+    REPEATED,
+    TASKS,
+    BenchConfig,
+    BenchSettings,
+    ConfigArg,
+    ModelArg,
+    ModelSpec,
+    default_configs,
+    default_settings,
+    parse_configs,
+    parse_model,
+    validate_batch_sizes,
+    validate_output,
+)
+from fp16lab.labs.benchmark.measure import (
+    Opener,
+    Session,
+    attempt,
+    describe,
+    finish_row,
+    measure_single,
+    release,
+    skipped_row,
+    time_box,
+)
+from fp16lab.labs.benchmark.report import BenchResult
+from fp16lab.checks import boolean, instance, one_of, positive_float, positive_int
+from fp16lab.device import choose_device, free_memory
+from fp16lab.precision import parse_precision
+from fp16lab.course.runtime.results import _metadata_json
+
+__all__ = ["Plan", "make_plan", "run_benchmark"]
+
+_clock = time.perf_counter  # the run's clock (tests replace it)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A validated run: what to measure, in which order, under which limits."""
+
+    spec: ModelSpec
+    dev: torch.device
+    task: str
+    settings: BenchSettings
+    sizes: list[int]
+    comparison: list[BenchConfig]
+    repeat: list[BenchConfig]
+    rounds: int
+    sweep: list[tuple[BenchConfig, int]]
+    explore: list[BenchConfig]
+    time_budget_s: float | None
+    compile_timeout_s: float | None
+    profile: list[str]
+
+    @property
+    def singles(self) -> list[BenchConfig]:
+        names = {c.name for c in self.repeat}
+        return [c for c in self.comparison if c.name not in names]
+
+    @property
+    def units(self) -> int:
+        """Progress units: opening or timing a round of a repeated configuration, or one single run."""
+        per_size = len(self.repeat) * (self.rounds + 1) + len(self.singles)
+        return per_size * len(self.sizes) + len(self.sweep) + len(self.explore)
+
+
+def _optional_seconds(name: str, value: object) -> float | None:
+    return None if value is None else positive_float(name, value)
+
+
+def _filter(cfgs: list[BenchConfig], precisions: Sequence[str] | None) -> list[BenchConfig]:
+    if precisions is None:
+        return cfgs
+    if isinstance(precisions, (str, bytes)) or not isinstance(precisions, Sequence):
+        raise ValueError(f"precisions must be a list of precision names such as ['fp16', 'bf16'], got {precisions!r}")
+    keep = {parse_precision(p, name="precisions") for p in precisions}
+    out = [c for c in cfgs if c.precision in keep]
+    if not out:
+        raise ValueError(
+            f"no configuration in {[c.name for c in cfgs]!r} has a precision in {sorted(p.value for p in keep)!r}; "
+            f"precisions of these configurations: {sorted({c.precision.value for c in cfgs})!r}"
+        )
+    return out
+
+
+def make_plan(model: ModelArg, configs: Sequence[ConfigArg] | None, batch_sizes: Sequence[int], *,
+              repeat: Sequence[ConfigArg] | None, rounds: int, sweep_batch_sizes: Sequence[int],
+              sweep_configs: Sequence[ConfigArg], explore: Sequence[ConfigArg], precisions: Sequence[str] | None,
+              settings: BenchSettings | None, device: "torch.device | str | None", task: str,
+              time_budget_s: float | None, compile_timeout_s: float | None, profile: Sequence[ConfigArg] = ()) -> Plan:
+    """Every argument checked before any work; see :func:`run_benchmark`."""
+    spec = parse_model(model)
+    one_of("task", task, TASKS)
+    dev = choose_device(device)
+    cfgs = _filter(parse_configs(configs if configs is not None else default_configs(dev)), precisions)
+    if not cfgs:
+        raise ValueError("configs is empty: give at least one configuration name (or None for the defaults)")
+    names = [c.name for c in cfgs]
+    if repeat is None:
+        rep = [c for c in cfgs if c.name in REPEATED]
+    else:
+        rep = parse_configs(repeat, name="repeat")
+        stray = [c.name for c in rep if c.name not in names]
+        if stray:
+            raise ValueError(f"repeat: {stray!r} are not among the configurations {names!r}; add them to configs")
+    sizes = validate_batch_sizes(batch_sizes)
+    sweep_sizes = validate_batch_sizes(sweep_batch_sizes, name="sweep_batch_sizes", allow_empty=True)
+    scfgs = parse_configs(sweep_configs, name="sweep_configs") if sweep_sizes else []
+    sweep = [(c, b) for c in scfgs for b in sweep_sizes if (c.name, b) not in {(n, s) for n in names for s in sizes}]
+    exp = parse_configs(explore, name="explore")
+    clash = [c.name for c in exp if c.name in names]
+    if clash:
+        raise ValueError(f"explore: {clash!r} are already in the comparison; an exploration row is measured once")
+    prof = [c.name for c in parse_configs(profile, name="profile")]
+    if any(n not in [c.name for c in rep] for n in prof):
+        raise ValueError(f"profile: {prof!r} must be among the repeated configurations {[c.name for c in rep]!r}")
+    s = default_settings() if settings is None else instance("settings", settings, BenchSettings, "a BenchSettings")
+    return Plan(spec, dev, task, s, sizes, cfgs, rep, positive_int("rounds", rounds), sweep, exp,
+                _optional_seconds("time_budget_s", time_budget_s),
+                _optional_seconds("compile_timeout_s", compile_timeout_s), prof)
+
+
+def _peak_and_flops(plan: Plan) -> dict[str, Any]:
+    """The chip's dense FP16 peak (the real chip's under a hardware profile) and FLOPs per image, once."""
+    out: dict[str, Any] = {"flop_method": FLOP_METHOD, "flops_per_image": None, "peak_tflops_fp16": None}
+    if plan.dev.type == "cuda":
+        from fp16lab.hardware import gpu_facts, peak_for
+
+        facts = gpu_facts(plan.dev)
+        peak = peak_for(facts.real_name) if facts is not None else None
+        if peak is not None and peak.fp16 is not None:
+            out.update(peak_tflops_fp16=peak.fp16, peak_gpu=peak.gpu, peak_source=peak.source)
+    try:
+        flops = model_flops(plan.spec, plan.settings.image_size, plan.settings.num_classes)
+        out["flops_per_image"] = flops["train" if plan.task == "train" else "forward"]
+    except Exception as e:  # a model the flop counter cannot run: no MFU, said so
+        out["flop_error"] = f"{type(e).__name__}: {str(e).strip()[:200]}"
+    return out
+
+
+def _metadata(plan: Plan, extra: dict[str, Any] | None) -> dict[str, Any]:
+    from fp16lab.course.runtime.quick import is_quick
+    from fp16lab.course.env import run_metadata
+
+    every = [*plan.comparison, *[c for c, _ in plan.sweep], *plan.explore]
+    meta = run_metadata(plan.dev)
+    meta["benchmark"] = {
+        "model": plan.spec.name, "task": plan.task, "configs": [c.name for c in plan.comparison],
+        "repeat": [c.name for c in plan.repeat], "rounds": plan.rounds if plan.repeat else 0,
+        "batch_sizes": plan.sizes, "sweep_batch_sizes": sorted({b for _, b in plan.sweep}),
+        "sweep_configs": sorted({c.name for c, _ in plan.sweep}), "explore": [c.name for c in plan.explore],
+        "optimizer": ", ".join(sorted({c.optimizer for c in every})) if plan.task == "train" else "none",
+        "data": "synthetic, device-resident (input pipeline not measured)",
+        "timing": "fp16lab.timing.time_windows: " + ("CUDA events around each window" if plan.dev.type == "cuda"
+                                                     else "perf_counter around each synchronised window"),
+        "memory": "torch.cuda.max_memory_allocated above what was allocated before the configuration was "
+                  "built, GB = 1e9 bytes",
+        "spread": "images/s: (max - min) / median over windows (rounds: over round medians); targets: the "
+                  "largest distance of a round's ratio from the median ratio",
+        "quick": is_quick(), "recommended": RECOMMENDED, "compiled": COMPILED,
+        "time_budget_s": plan.time_budget_s, "compile_timeout_s": plan.compile_timeout_s,
+        **_peak_and_flops(plan), **asdict(plan.settings),
+    }
+    meta.update(extra or {})
+    return meta
+
+
+def _aggregate(row: dict[str, Any], rounds: list[list[float]], batch: int, steps: int) -> dict[str, Any]:
+    """The comparison row of a repeated configuration: the median over rounds of each round's median."""
+    medians = [statistics.median(batch * steps / t for t in secs) for secs in rounds]
+    every = [t for secs in rounds for t in secs]
+    med = statistics.median(medians)
+    row.update(status="ok", img_per_s=med, img_per_s_min=min(medians), img_per_s_max=max(medians),
+               spread=(max(medians) - min(medians)) / med, step_ms=1e3 * statistics.median(every) / steps,
+               window_s=[round(t, 6) for t in every], rounds=len(medians))
+    return row
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+class _Runner:
+    """Carries out a :class:`Plan`, adding rows (and saving them) as they come."""
+
+    def __init__(self, plan: Plan, meta: dict[str, Any], out: Any, opener: Opener, progress: bool) -> None:
+        from tqdm.auto import tqdm
+
+        self.plan, self.out, self.opener = plan, out, opener
+        self.rows: list[dict[str, Any]] = []
+        self.result = BenchResult(pd.DataFrame(), meta)
+        self.t0 = _clock()
+        self.bar = tqdm(total=plan.units, desc=f"bench {plan.spec.name}", disable=not progress, unit="step")
+
+    # -------------------------------------------------------------- bookkeeping
+
+    def add(self, row: dict[str, Any], part: str, round_: int | None = None) -> None:
+        self.rows.append(dict(row, part=part, round=round_))
+        if self.out is not None:  # saved after every row: a crash or Ctrl-C keeps what was measured
+            self.flush(final=False)
+
+    def flush(self, final: bool = True) -> None:
+        frame = pd.DataFrame(self.rows)
+        b = self.result.metadata["benchmark"]
+        if b.get("flops_per_image") and not frame.empty:
+            frame = add_mfu(frame, b["flops_per_image"], b.get("peak_tflops_fp16"))
+        self.result.frame = frame
+        if final and self.plan.task == "train" and not frame.empty:
+            t = targets_table(frame)
+            self.result.metadata["targets"] = [{k: _clean(v) for k, v in r.items()} for r in t.to_dict("records")]
+        if self.out is not None:
+            self.result.save(self.out)
+
+    def left(self) -> float:
+        budget = self.plan.time_budget_s
+        return math.inf if budget is None else budget - (_clock() - self.t0)
+
+    def session(self, cfg: BenchConfig, batch: int) -> Session:
+        p = self.plan
+        return self.opener(p.spec, cfg, batch, p.settings, p.task, p.dev)
+
+    def cannot_start(self, sess: Session) -> dict[str, Any] | None:
+        """A skipped row when the device cannot run it or the time budget is spent, else None."""
+        reason = sess.skip_reason()
+        if reason is None and self.left() <= 0:
+            reason = f"time budget of {self.plan.time_budget_s:.0f} s used up before it could start"
+        return None if reason is None else skipped_row(sess, reason)
+
+    def timeout(self) -> float | None:
+        box = self.plan.compile_timeout_s
+        left = self.left()
+        return box if left == math.inf else min(box if box is not None else left, max(left, 1.0))
+
+    # -------------------------------------------------------------- the parts
+
+    def single(self, cfg: BenchConfig, batch: int, part: str) -> None:
+        self.bar.set_postfix_str(f"{cfg.name} b={batch}")
+        sess = self.session(cfg, batch)
+        row = self.cannot_start(sess) or measure_single(sess, self.timeout())
+        self.add(row, part)
+        self.bar.update(1)
+
+    def rounds(self, batch: int) -> None:
+        """Open every repeated configuration, then time them in turn, round after round."""
+        open_: list[Session] = []
+        for cfg in self.plan.repeat:
+            self.bar.set_postfix_str(f"build {cfg.name} b={batch}")
+            sess = self.session(cfg, batch)
+            skipped = self.cannot_start(sess)
+            if skipped is not None:
+                self.add(skipped, "comparison")
+            elif attempt(sess, functools.partial(self._open, sess), reset=False):
+                open_.append(sess)
+            else:
+                self.add(sess.row, "comparison")
+            self.bar.update(1)
+        times: dict[int, list[list[float]]] = {id(s): [] for s in open_}
+        for r in range(self.plan.rounds):
+            if r and self.left() <= 0:
+                self.result.metadata["benchmark"]["rounds_done"] = r
+                print(f"bench: time budget used up: interleaved rounds stopped after {r}", file=sys.stderr)
+                break
+            for sess in list(open_):
+                self.bar.set_postfix_str(f"round {r + 1}: {sess.cfg.name}")
+                if self._round(sess, r, times[id(sess)]):
+                    continue
+                open_.remove(sess)
+                self.add(sess.row, "comparison")
+            self.bar.update(len(self.plan.repeat))
+        for sess in open_:
+            if sess.cfg.name in self.plan.profile and self.left() > 0:
+                self._profile(sess, times[id(sess)])
+            self.add(_aggregate(sess.close(), times[id(sess)], batch, self.plan.settings.steps), "comparison")
+        release(self.plan.dev, any(c.compile for c in self.plan.repeat))
+
+    def _profile(self, sess: Session, rounds: list[list[float]]) -> None:
+        """Where the step's time goes (kernel kinds and GPU idle): stored in the metadata."""
+        from fp16lab.labs.benchmark.profile import breakdown, profile_steps
+
+        self.bar.set_postfix_str(f"profile {sess.cfg.name}")
+        store = self.result.metadata.setdefault("step_profile", {})
+        step_ms = 1e3 * statistics.median(t for secs in rounds for t in secs) / self.plan.settings.steps
+        try:
+            table = breakdown(profile_steps(sess), 5, step_ms)
+            store[sess.cfg.name] = [{k: _clean(v) for k, v in r.items()} for r in table.to_dict("records")]
+        except Exception as e:  # a profile is extra: its failure is recorded, the run goes on
+            store[sess.cfg.name] = [{"kind": "error", "error": describe(e)}]
+
+    def _open(self, sess: Session) -> None:
+        with time_box(self.timeout() if sess.cfg.compile else None, sess.cfg.name):
+            sess.open()
+
+    def _round(self, sess: Session, r: int, times: list[list[float]]) -> bool:
+        secs: list[float] = []
+
+        def one() -> None:
+            sess.warm(1)  # untimed: the configuration ran last a round ago
+            secs.extend(sess.time(self.plan.settings.windows))
+
+        if not attempt(sess, one, reset=False):
+            return False
+        times.append(secs)
+        self.add(finish_row(dict(sess.row), secs, sess.batch, self.plan.settings.steps), "repeat", r)
+        return True
+
+    def run(self) -> BenchResult:
+        p = self.plan
+        try:
+            for b in p.sizes:
+                self.rounds(b)
+                for cfg in p.singles:
+                    self.single(cfg, b, "comparison")
+            for cfg, b in p.sweep:
+                self.single(cfg, b, "sweep")
+            for cfg in p.explore:
+                self.single(cfg, p.sizes[0], "explore")
+        except KeyboardInterrupt:
+            self.result.interrupted = True
+            self.flush()
+            free_memory(p.dev)
+            where = f"; {len(self.rows)} rows saved to {self.out}" if self.out is not None else ""
+            print(f"interrupted (Ctrl-C) after {len(self.rows)} rows{where}", file=sys.stderr)
+        finally:
+            self.bar.close()
+        self.result.metadata["benchmark"]["seconds"] = round(_clock() - self.t0, 1)
+        self.flush()
+        return self.result
+
+
+def run_benchmark(
+    model: ModelArg = "resnet50",
+    configs: Sequence[ConfigArg] | None = None,
+    batch_sizes: Sequence[int] = (256,),
+    *,
+    repeat: Sequence[ConfigArg] | None = None,
+    rounds: int = 3,
+    sweep_batch_sizes: Sequence[int] = (),
+    sweep_configs: Sequence[ConfigArg] = (RECOMMENDED,),
+    explore: Sequence[ConfigArg] = (),
+    precisions: Sequence[str] | None = None,
+    settings: BenchSettings | None = None,
+    device: "torch.device | str | None" = None,
+    task: str = "train",
+    output: Any = None,
+    progress: bool = True,
+    metadata: dict[str, Any] | None = None,
+    time_budget_s: float | None = None,
+    compile_timeout_s: float | None = None,
+    profile: Sequence[ConfigArg] = (),
+    opener: Opener | None = None,
+) -> BenchResult:
+    """Measure the comparison at each batch size, then an optional sweep and exploration.
+
+    Defaults: ``model='resnet50'`` (or a model factory), ``configs=default_configs(device)``
+    (names or :class:`~fp16lab.labs.benchmark.configs.BenchConfig` objects), ``batch_sizes=(256,)``.
+    ``repeat`` (default: those of ``configs`` in :data:`~fp16lab.labs.benchmark.configs.REPEATED`) are all
+    built and warmed up first, then timed in turn for ``rounds=3`` interleaved rounds; each round
+    gives a row (part 'repeat') and their median the comparison row. No sweep by default
+    (``sweep_batch_sizes=()``; ``sweep_configs`` the recommended recipe), no exploration
+    (``explore=()``, single runs after everything else). ``precisions`` keeps only configurations
+    of those precisions; ``settings=default_settings()``; ``task='train'``; ``output=None`` (else
+    JSON + CSV, saved after every row); ``time_budget_s=None`` (when set, nothing new starts
+    after it and rounds stop early); ``compile_timeout_s=None`` (a time box for building,
+    compiling and warming up a compiled configuration; POSIX only); ``profile=()`` (repeated
+    configurations whose kernel time by kind is profiled after the rounds, on CUDA, into the
+    metadata's ``step_profile``: :mod:`fp16lab.labs.benchmark.profile`). Every argument is checked
+    before the first measurement. An OOM, a configuration the device cannot run, a failure or a
+    time-out becomes a row saying so and the run goes on; Ctrl-C keeps (and saves) the rows so
+    far with ``interrupted=True``. ``metadata`` is merged into the stored metadata; ``opener``
+    replaces :class:`~fp16lab.labs.benchmark.measure.Session` (tests).
+    """
+    plan = make_plan(model, configs, batch_sizes, repeat=repeat, rounds=rounds, sweep_batch_sizes=sweep_batch_sizes,
+                     sweep_configs=sweep_configs, explore=explore, precisions=precisions, settings=settings,
+                     device=device, task=task, time_budget_s=time_budget_s, compile_timeout_s=compile_timeout_s,
+                     profile=profile)
+    boolean("progress", progress)
+    if metadata is not None:
+        _metadata_json(metadata)  # a dict JSON can hold: refused now, not when the first row is saved
+    if opener is not None and not callable(opener):
+        raise ValueError(f"opener must be a callable returning a Session, got {opener!r}")
+    out = validate_output(output) if output is not None else None  # last: it creates the folder
+    result = _Runner(plan, _metadata(plan, metadata), out, opener or Session, progress).run()
+    if out is not None:
+        result.path = out
+    return result

@@ -1,0 +1,238 @@
+"""A raw FP8 matmul (``torch._scaled_mm``), whether this device has one, and its TFLOP/s against BF16.
+
+Why: FP8 Tensor Cores (sm_89 Ada, sm_90 Hopper) run at twice the FP32-accumulate BF16 rate on
+paper; ``torch._scaled_mm`` is the PyTorch operator that reaches them (torchao's ``Float8Linear``
+calls it). Its schema has been the same from torch 2.5 through 2.14 (checked on 2.11 and 2.14.1):
+``_scaled_mm(a, b, scale_a, scale_b, bias=None, scale_result=None, out_dtype=None,
+use_fast_accum=False)``, with ``a`` row-major ``(M, K)`` FP8, ``b`` column-major ``(K, N)`` FP8,
+and the scales the *dequantisation* factors (``1 / scale``) in float32: 0-d for tensorwise,
+``(M, 1)`` and ``(1, N)`` for rowwise (then ``out_dtype`` must be BF16 on CUDA). K and N must be
+multiples of 16 on CUDA. ``use_fast_accum=True`` lets cuBLAS keep partial sums in the Tensor
+Cores' reduced-precision accumulator instead of promoting them to FP32 at intervals (Hopper);
+torchao uses it for the forward matmul only. PyTorch also has CPU kernels for it: correct, not fast.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+
+from fp16lab.checks import boolean, non_negative_int, one_of, positive_float, positive_int
+from fp16lab.device import parse_device, resolve_device
+from fp16lab.labs.fp8.scaling import quantize
+from fp16lab.hardware import gpu_facts
+from fp16lab.precision import tf32_flags
+from fp16lab.timing import matmul_tflops, time_fn
+
+__all__ = ["Fp8Support", "fp8_capable", "SCALINGS", "scaled_matmul", "fp8_matmul_tflops", "fp8_matmul_sweep"]
+
+#: How ``scaled_matmul`` scales its operands: one scale per matrix, or per row of A and column of B.
+SCALINGS = ("tensorwise", "rowwise")
+_OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+
+
+@dataclass(frozen=True)
+class Fp8Support:
+    """Whether a device runs FP8 matmuls, and a sentence saying why (or why not)."""
+
+    ok: bool
+    reason: str
+
+    def __str__(self) -> str:
+        return ("FP8: yes. " if self.ok else "FP8: no. ") + self.reason
+
+
+def _cpu_probe() -> bool:
+    try:
+        a = torch.ones(16, 16).to(torch.float8_e4m3fn)
+        one = torch.tensor(1.0)
+        torch._scaled_mm(a, a.t(), scale_a=one, scale_b=one, out_dtype=torch.float32)
+    except (RuntimeError, NotImplementedError):
+        return False
+    return True
+
+
+def fp8_capable(device: "torch.device | str") -> Fp8Support:
+    """Can ``device`` run ``torch._scaled_mm``? CUDA: sm_89+ (profile-aware); CPU: if torch has the kernel.
+
+    A GPU below sm_89 (T4 sm_75, A100 sm_80, RTX 3060 sm_86) has no FP8 Tensor Cores: the answer
+    says so, and lessons show the committed reference instead of measuring.
+    """
+    dev = parse_device(device)
+    if dev.type == "cuda":
+        facts = gpu_facts(dev)
+        if facts is None:
+            return Fp8Support(False, "no CUDA GPU is visible here")
+        if facts.supports("fp8"):
+            return Fp8Support(True, f"{facts.label} is {facts.sm}: FP8 Tensor Cores (sm_89 Ada and newer)")
+        return Fp8Support(False, f"{facts.label} is {facts.sm}; FP8 Tensor Cores need sm_89 (Ada) or newer "
+                                 "(Hopper is sm_90): this GPU cannot run FP8 matmuls")
+    if dev.type == "cpu":
+        if _cpu_probe():
+            return Fp8Support(True, "PyTorch's CPU kernel runs FP8 matmuls: right numerics, no speed-up")
+        return Fp8Support(False, f"torch {torch.__version__} has no CPU kernel for torch._scaled_mm")
+    return Fp8Support(False, f"PyTorch has no FP8 matmul on {dev.type!r}")
+
+
+def _check_operands(a: object, b: object) -> tuple[torch.Tensor, torch.Tensor]:
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 2 or not t.is_floating_point():
+            raise ValueError(f"{name} must be a 2-D floating-point tensor, got "
+                             f"{t.dtype if isinstance(t, torch.Tensor) else type(t).__name__}"
+                             f"{tuple(t.shape) if isinstance(t, torch.Tensor) else ''}")
+    assert isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: a's columns must equal b's rows")
+    if a.device != b.device:
+        raise ValueError(f"a is on {a.device} and b on {b.device}: put both on one device")
+    return a, b
+
+
+def _quantized_operands(
+    a: torch.Tensor, b: torch.Tensor, scaling: str
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(a FP8 row-major, b FP8 column-major, scale_a, scale_b): what ``torch._scaled_mm`` takes."""
+    gran = "tensor" if scaling == "tensorwise" else "row"
+    qa = quantize(a, "fp8_e4m3", gran)
+    qb = quantize(b.t().contiguous(), "fp8_e4m3", gran)  # rows of b.T = columns of b
+    scale_b = qb.inverse_scale if gran == "tensor" else qb.inverse_scale.t()
+    return qa.data, qb.data.t(), qa.inverse_scale, scale_b
+
+
+def _mm(fa: torch.Tensor, fb: torch.Tensor, sa: torch.Tensor, sb: torch.Tensor, out_dtype: torch.dtype,
+        fast: bool) -> torch.Tensor:
+    return torch._scaled_mm(fa, fb, scale_a=sa, scale_b=sb, out_dtype=out_dtype, use_fast_accum=fast)
+
+
+def scaled_matmul(
+    a: torch.Tensor, b: torch.Tensor, *, scaling: str = "tensorwise", use_fast_accum: bool = False,
+    out_dtype: torch.dtype = torch.bfloat16,
+) -> torch.Tensor:
+    """``a @ b`` computed in FP8 (E4M3 operands, scaled by their amax) with ``torch._scaled_mm``.
+
+    Defaults: ``scaling="tensorwise"`` (``"rowwise"``: a scale per row of ``a`` and per column of
+    ``b``), ``use_fast_accum=False``, ``out_dtype=torch.bfloat16``. ``a`` is ``(M, K)`` and ``b``
+    ``(K, N)`` in any floating dtype, on one device that runs FP8 (:func:`fp8_capable`).
+    """
+    a, b = _check_operands(a, b)
+    one_of("scaling", scaling, SCALINGS)
+    boolean("use_fast_accum", use_fast_accum)
+    if out_dtype not in _OUT_DTYPES:
+        raise ValueError(f"out_dtype must be one of {', '.join(map(str, _OUT_DTYPES))}, got {out_dtype!r}")
+    return _mm(*_quantized_operands(a, b, scaling), out_dtype, use_fast_accum)
+
+
+def fp8_matmul_tflops(
+    m: int, n: int, k: int, device: "torch.device | str" = "cuda", *, scaling: str = "tensorwise",
+    use_fast_accum: bool = False, min_run_time: float = 0.2, seed: int = 0,
+) -> dict[str, object]:
+    """Achieved TFLOP/s of an FP8 ``(m×k) @ (k×n)`` (``torch._scaled_mm`` only; quantising is not timed).
+
+    Defaults: ``device="cuda"``, ``scaling="tensorwise"``, ``use_fast_accum=False``,
+    ``min_run_time=0.2`` s, ``seed=0``. Also reports ``rel_error``: ‖C_fp8 − C‖/‖C‖ against the
+    FP32 product of the same (dequantised) FP8 operands, TF32 off, so it measures the
+    accumulation and the BF16 output rounding, not the input quantisation.
+    """
+    m, n, k = positive_int("m", m), positive_int("n", n), positive_int("k", k)
+    dev = resolve_device(device)
+    one_of("scaling", scaling, SCALINGS)
+    boolean("use_fast_accum", use_fast_accum)
+    positive_float("min_run_time", min_run_time)
+    g = torch.Generator(device=dev).manual_seed(non_negative_int("seed", seed))
+    a = torch.randn(m, k, device=dev, generator=g)
+    b = torch.randn(k, n, device=dev, generator=g)
+    fa, fb, sa, sb = _quantized_operands(a, b, scaling)
+    del a, b
+    t = time_fn(lambda: _mm(fa, fb, sa, sb, torch.bfloat16, use_fast_accum), min_run_time=min_run_time)
+    out = _mm(fa, fb, sa, sb, torch.bfloat16, use_fast_accum).float()
+    with tf32_flags(False):
+        ref = (fa.float() * sa) @ (fb.float() * sb)
+    err = float((out - ref).norm() / ref.norm())
+    return {"m": m, "n": n, "k": k, "kind": f"fp8 {scaling}", "use_fast_accum": use_fast_accum,
+            "seconds": t.median_s, "tflops": 2.0 * m * n * k / t.median_s / 1e12, "rel_error": err}
+
+
+_DEFAULT_CONFIGS: tuple[tuple[str, bool], ...] = (
+    ("tensorwise", False), ("tensorwise", True), ("rowwise", False), ("rowwise", True))
+
+
+def _peaks(dev: torch.device) -> tuple[float, float]:
+    facts = gpu_facts(dev) if dev.type == "cuda" else None
+    peak = facts.peak if facts else None
+    bf16 = float(peak.bf16) if peak and peak.bf16 else math.nan
+    fp8 = float(peak.fp8) if peak and peak.fp8 else math.nan
+    return bf16, fp8
+
+
+def fp8_matmul_sweep(
+    shapes: Iterable["int | tuple[int, int, int]"],
+    device: "torch.device | str" = "cuda",
+    *,
+    configs: Sequence[tuple[str, bool]] = _DEFAULT_CONFIGS,
+    min_run_time: float = 0.2,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """BF16 ``torch.matmul`` and FP8 ``torch._scaled_mm`` TFLOP/s for every shape, as lesson 03's sweep.
+
+    ``shapes``: ints n (n×n×n) or (m, n, k). ``configs``: (scaling, use_fast_accum) pairs, default
+    tensorwise and rowwise, each without and with fast accumulation. Columns: m, n, k, config
+    (e.g. "fp8 tensorwise, fast accum"), kind ("bf16", "fp8 tensorwise", "fp8 rowwise"),
+    use_fast_accum (False for BF16, which has no such option), seconds, tflops, rel_error (FP8
+    only), vs_bf16 (speed-up over the BF16 row of the same shape), peak_tflops and pct_of_peak
+    (the cited dense peak of this chip for that dtype; NaN off CUDA or when not in the table),
+    error (a configuration this GPU refuses, e.g. rowwise on an older PyTorch: a row, not a raise).
+    """
+    from tqdm.auto import tqdm
+
+    dev = resolve_device(device)
+    if isinstance(shapes, (str, bytes)) or not isinstance(shapes, Iterable):
+        raise ValueError(f"shapes must be a list of ints n (n×n×n) or tuples (m, n, k), got {shapes!r}")
+    shape_list = [_shape(s) for s in shapes]
+    if not shape_list:
+        raise ValueError("shapes is empty; give at least one int n or (m, n, k)")
+    cfgs = _configs(configs)
+    positive_float("min_run_time", min_run_time)
+    boolean("progress", progress)
+    support = fp8_capable(dev)
+    if not support.ok:
+        raise ValueError(f"device {str(dev)!r} cannot run FP8 matmuls: {support.reason}")
+    bf16_peak, fp8_peak = _peaks(dev)
+    rows: list[dict[str, object]] = []
+    for m, n, k in tqdm(shape_list, desc="FP8 matmul sweep", disable=not progress, leave=False):
+        base = matmul_tflops(m, n, k, "bf16", dev, min_run_time=min_run_time)
+        rows.append({"m": m, "n": n, "k": k, "kind": "bf16", "use_fast_accum": False, "seconds": base["seconds"],
+                     "tflops": base["tflops"], "rel_error": math.nan, "vs_bf16": 1.0, "peak_tflops": bf16_peak,
+                     "error": ""})
+        for scaling, fast in cfgs:
+            try:
+                r = fp8_matmul_tflops(m, n, k, dev, scaling=scaling, use_fast_accum=fast, min_run_time=min_run_time)
+                r.update(vs_bf16=float(r["tflops"]) / float(base["tflops"]), peak_tflops=fp8_peak, error="")  # type: ignore[arg-type]
+            except (RuntimeError, NotImplementedError) as err:
+                r = {"m": m, "n": n, "k": k, "kind": f"fp8 {scaling}", "use_fast_accum": fast,
+                     "error": f"{type(err).__name__}: {str(err).splitlines()[0][:100]}"}
+            rows.append(r)
+    frame = pd.DataFrame(rows)
+    frame.insert(3, "config", frame.kind + frame.use_fast_accum.map({True: ", fast accum", False: ""}))
+    frame["pct_of_peak"] = 100.0 * frame["tflops"] / frame["peak_tflops"]
+    return frame
+
+
+def _configs(configs: object) -> list[tuple[str, bool]]:
+    pairs = list(configs) if isinstance(configs, (tuple, list)) else None
+    if not pairs or any(not isinstance(c, (tuple, list)) or len(c) != 2 for c in pairs):
+        raise ValueError(f"configs must be a non-empty list of (scaling, use_fast_accum) pairs such as "
+                         f"[('tensorwise', False)], got {configs!r}")
+    return [(one_of("scaling", sc, SCALINGS), boolean("use_fast_accum", f)) for sc, f in pairs]
+
+
+def _shape(s: object) -> tuple[int, int, int]:
+    if isinstance(s, numbers.Integral) and not isinstance(s, bool):
+        s = (s, s, s)
+    if not isinstance(s, (tuple, list)) or len(s) != 3:
+        raise ValueError(f"a shape is an int n (for n×n×n) or a tuple (m, n, k); got {s!r}")
+    return positive_int("m", s[0]), positive_int("n", s[1]), positive_int("k", s[2])

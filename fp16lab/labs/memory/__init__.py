@@ -1,0 +1,12 @@
+"""Lesson 05's lab: where the memory of a mixed-precision step goes.
+
+- :mod:`~fp16lab.labs.memory.allocator`: tensor-level accounting (in-place ops), allocator caps, OOM rows,
+  fragmentation and ``expandable_segments`` (in a child process), memory snapshots as tables
+- :mod:`~fp16lab.labs.memory.sweep`: the peak memory of one training step by precision and batch size
+"""
+
+from __future__ import annotations
+
+from fp16lab.labs.memory.sweep import StepMemory, memory_sweep, step_peak_memory
+
+__all__ = ["StepMemory", "memory_sweep", "step_peak_memory"]

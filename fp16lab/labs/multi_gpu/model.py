@@ -1,0 +1,189 @@
+"""The lesson's model, data and measuring tools, as every rank uses them.
+
+A small MLP classifier on data generated from a seed (nothing is downloaded): Gaussian inputs
+labelled by a fixed random linear "teacher". Every rank generates the same *global* batch of a
+step and keeps its own rows (:func:`shard`), so one process can train on exactly the combined
+batch for comparison. The tools measure what the lesson claims: the weights as one vector, the
+largest difference between replicas, and the bytes handed to ``all_reduce``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from fp16lab.checks import positive_int
+from fp16lab.labs.multi_gpu.launcher import RankContext
+
+__all__ = [
+    "CLASSES",
+    "HOOKS",
+    "mlp",
+    "model_numel",
+    "global_batch",
+    "shard",
+    "micro",
+    "sgd",
+    "adam",
+    "flat",
+    "unflat",
+    "rel",
+    "replica_spread",
+    "eval_loss",
+    "wrap_ddp",
+    "tap_all_reduce",
+    "comm_hook",
+    "fsdp2",
+    "local_bytes",
+    "optimizer_tensors",
+]
+
+CLASSES = 8
+HOOKS = ("allreduce", "fp16", "bf16")
+
+
+def mlp(width: int, depth: int) -> nn.Sequential:
+    """``depth`` Linear(width, width) + GELU blocks and a Linear(width, 8) classifier head."""
+    layers: list[nn.Module] = []
+    for _ in range(depth):
+        layers += [nn.Linear(width, width), nn.GELU()]
+    layers.append(nn.Linear(width, CLASSES))
+    return nn.Sequential(*layers)
+
+
+def model_numel(width: int, depth: int) -> int:
+    """Parameters of :func:`mlp`: ``depth * (width**2 + width) + width * 8 + 8``."""
+    w, d = positive_int("width", width), positive_int("depth", depth)
+    return d * (w * w + w) + w * CLASSES + CLASSES
+
+
+def global_batch(step: int, rows: int, width: int, seed: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """All ranks' rows of ``step``: Gaussian inputs, labels from a fixed random linear teacher."""
+    teacher = torch.randn(width, CLASSES, generator=torch.Generator().manual_seed(seed))
+    x = torch.randn(rows, width, generator=torch.Generator().manual_seed(seed * 100_003 + step + 1))
+    y = (x @ teacher).argmax(1)
+    return x.to(device), y.to(device)
+
+
+def shard(x: torch.Tensor, ctx: RankContext, per_rank: int, part: int = 0) -> torch.Tensor:
+    """Rank ``ctx.rank``'s ``per_rank`` rows of micro-batch ``part`` of a global batch."""
+    start = (part * ctx.world_size + ctx.rank) * per_rank
+    return x[start : start + per_rank]
+
+
+def micro(x: torch.Tensor, world_size: int, per_rank: int, part: int) -> torch.Tensor:
+    """Every rank's rows of micro-batch ``part``: what one process trains on in their place."""
+    size = world_size * per_rank
+    return x[part * size : (part + 1) * size]
+
+
+def sgd(params: Iterable[Any], lr: float) -> torch.optim.Optimizer:
+    """SGD with momentum 0.9 for the DDP comparisons: its update is linear in the gradient, so a
+    rounding-level difference between two runs stays rounding-level. (Adam divides by sqrt(v): a
+    rounding difference in a near-zero gradient can flip the sign of a full-size step.)"""
+    return torch.optim.SGD(params, lr=lr, momentum=0.9)
+
+
+def adam(params: Iterable[Any], lr: float) -> torch.optim.Optimizer:
+    """Adam for the FSDP memory comparison (two FP32 moments per parameter)."""
+    return torch.optim.Adam(params, lr=lr)
+
+
+def flat(model: nn.Module) -> torch.Tensor:
+    """All weights of ``model`` as one FP32 vector (DTensors: call on their full tensors)."""
+    return torch.cat([p.detach().float().reshape(-1) for p in model.parameters()])
+
+
+def unflat(width: int, depth: int, weights: torch.Tensor, device: torch.device) -> nn.Module:
+    """A plain :func:`mlp` holding ``weights`` (to evaluate a sharded model's gathered weights)."""
+    model = mlp(width, depth).to(device)
+    torch.nn.utils.vector_to_parameters(weights.to(device), model.parameters())
+    return model
+
+
+def rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Relative difference ``||a - b|| / ||b||``."""
+    return float((a - b).norm() / b.norm().clamp_min(1e-30))
+
+
+def replica_spread(weights: torch.Tensor) -> float:
+    """Largest difference of any weight between ranks (0.0: every replica is identical); a collective."""
+    hi, lo = weights.clone(), weights.clone()
+    dist.all_reduce(hi, op=dist.ReduceOp.MAX)
+    dist.all_reduce(lo, op=dist.ReduceOp.MIN)
+    return float((hi - lo).abs().max())
+
+
+@torch.no_grad()
+def eval_loss(model: nn.Module, width: int, seed: int, device: torch.device) -> float:
+    """FP32 loss on a fixed held-out batch of 512 rows (the same on every rank)."""
+    x, y = global_batch(10**6, 512, width, seed, device)
+    return float(F.cross_entropy(model(x).float(), y))
+
+
+def wrap_ddp(model: nn.Module, ctx: RankContext) -> DistributedDataParallel:
+    """``DistributedDataParallel`` around ``model`` on this rank's device (one GPU per rank)."""
+    return DistributedDataParallel(model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None)
+
+
+@contextlib.contextmanager
+def tap_all_reduce() -> Iterator[list[tuple[int, str]]]:
+    """Record (bytes, dtype) of every tensor handed to ``torch.distributed.all_reduce``.
+
+    PyTorch's DDP communication hooks (``default_hooks``) call ``dist.all_reduce`` from Python,
+    so this sees exactly what they put on the wire. (DDP without a hook all-reduces in C++;
+    ``allreduce_hook`` is documented as equivalent, and is what the lesson registers instead.)
+    """
+    calls: list[tuple[int, str]] = []
+    original = dist.all_reduce
+
+    def tapped(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        calls.append((tensor.numel() * tensor.element_size(), str(tensor.dtype).replace("torch.", "")))
+        return original(tensor, *args, **kwargs)
+
+    dist.all_reduce = tapped
+    try:
+        yield calls
+    finally:
+        dist.all_reduce = original
+
+
+def comm_hook(name: str) -> Callable[..., Any]:
+    """PyTorch's DDP hook for ``name``: allreduce (FP32), fp16 or bf16 (``*_compress_hook``)."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    return {
+        "allreduce": default_hooks.allreduce_hook,
+        "fp16": default_hooks.fp16_compress_hook,
+        "bf16": default_hooks.bf16_compress_hook,
+    }[name]
+
+
+def fsdp2() -> tuple[Any, Any]:
+    """``(fully_shard, MixedPrecisionPolicy)`` from ``torch.distributed.fsdp`` (torch >= 2.6)."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    return fully_shard, MixedPrecisionPolicy
+
+
+def local_bytes(tensors: Iterable[Any]) -> int:
+    """Bytes of the tensors this rank holds (a DTensor counts its local shard only; None skipped)."""
+    total = 0
+    for t in tensors:
+        if t is None:
+            continue
+        local = t.to_local() if hasattr(t, "to_local") else t
+        total += local.numel() * local.element_size()
+    return total
+
+
+def optimizer_tensors(opt: torch.optim.Optimizer) -> list[torch.Tensor]:
+    """The optimizer's state tensors (momenta; step counters excluded)."""
+    return [v for state in opt.state.values() for v in state.values() if isinstance(v, torch.Tensor) and v.numel() > 1]
