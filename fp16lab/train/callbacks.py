@@ -15,7 +15,7 @@ import numbers
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 from torch import nn
@@ -25,8 +25,45 @@ from fp16lab.precision import Precision
 from fp16lab.train.checkpoint import HistoryFile, check_writable_folder, save_checkpoint
 from fp16lab.train.step import Batch, StepResult, _check_loader, _check_scheduler, _evaluate, _split
 
-if TYPE_CHECKING:  # the run and plan live in loop.py, which imports this module
-    from fp16lab.train.loop import _Plan, _Run
+
+class _Plan(Protocol):
+    """What a callback may read of fit's checked settings (the plan lives in :mod:`fp16lab.train.loop`)."""
+
+    @property
+    def precision(self) -> Precision: ...
+    @property
+    def device(self) -> torch.device: ...
+    @property
+    def optimizer(self) -> torch.optim.Optimizer: ...
+    @property
+    def steps(self) -> int: ...
+    @property
+    def loss_fn(self) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]: ...
+    @property
+    def scheduler(self) -> Any: ...
+
+
+class _Run(Protocol):
+    """What a callback may read and call of the run in progress."""
+
+    @property
+    def plan(self) -> _Plan: ...
+    @property
+    def model(self) -> nn.Module: ...
+    @property
+    def optimizer(self) -> torch.optim.Optimizer: ...
+    @property
+    def scaler(self) -> torch.amp.GradScaler: ...
+    @property
+    def rows(self) -> list[dict[str, Any]]: ...
+    @property
+    def micro(self) -> list[Batch]: ...
+    @property
+    def start_step(self) -> int: ...
+
+    def history(self) -> Any: ...
+
+    def save(self, path: Path, step: int) -> None: ...
 
 __all__ = ["Callback", "Evaluate", "Checkpoint", "Schedule", "DivergenceGuard", "ProgressBar",
            "NONFINITE_LOSS_STREAK", "TrainingDiverged", "HISTORY_COLUMNS"]
