@@ -123,27 +123,31 @@ def _has_public_api() -> bool:
     return hasattr(f, "scaled_mm") and hasattr(f, "ScalingType")
 
 
+_PROBE_ERRORS = (RuntimeError, NotImplementedError, TypeError, ValueError)
+
+
 @functools.cache
-def _api_for(kind: str, index: "int | None") -> str:
+def _api_for(kind: str, index: "int | None", rowwise: bool) -> str:
     if not _has_public_api():
         return PRIVATE_API
     dev = torch.device(kind, index) if index is not None else torch.device(kind)
     a = torch.ones(16, 16, device=dev).to(torch.float8_e4m3fn)
-    one = torch.tensor(1.0, device=dev)
+    sa, sb = (torch.ones(16, 1, device=dev), torch.ones(1, 16, device=dev)) if rowwise else (
+        torch.tensor(1.0, device=dev), torch.tensor(1.0, device=dev))
     try:  # a release may ship the Python function before a backend has the kernel behind it
-        _call(PUBLIC_API, a, a.t(), one, one, torch.bfloat16, False)
-    except (RuntimeError, NotImplementedError):
+        _call(PUBLIC_API, a, a.t(), sa, sb, torch.bfloat16, False)
+    except _PROBE_ERRORS:
         return PRIVATE_API
     return PUBLIC_API
 
 
-def scaled_mm_api(device: "torch.device | str" = "cpu") -> str:
+def scaled_mm_api(device: "torch.device | str" = "cpu", scaling: str = "tensorwise") -> str:
     """The FP8 matmul entry point used on ``device``: public ``F.scaled_mm`` where it runs, else ``torch._scaled_mm``.
 
-    Asked once per device (a 16×16 product); a GPU without FP8 gets ``torch._scaled_mm``'s name.
+    Asked once per device and scaling (a 16×16 product); a GPU without FP8 gets ``torch._scaled_mm``'s name.
     """
     dev = parse_device(device)
-    return _api_for(dev.type, dev.index)
+    return _api_for(dev.type, dev.index, one_of("scaling", scaling, SCALINGS) == "rowwise")
 
 
 def _call(api: str, fa: torch.Tensor, fb: torch.Tensor, sa: torch.Tensor, sb: torch.Tensor, out_dtype: torch.dtype,
@@ -160,8 +164,8 @@ def _cpu_rowwise_kernel() -> bool:
     """Does this torch's CPU ``_scaled_mm`` take rowwise scales? (torch 2.11's asserts per-tensor only.) Asked once."""
     a = torch.ones(16, 16).to(torch.float8_e4m3fn)
     try:
-        _call(scaled_mm_api("cpu"), a, a.t(), torch.ones(16, 1), torch.ones(1, 16), torch.float32, False)
-    except (RuntimeError, NotImplementedError):
+        _call(scaled_mm_api("cpu", "rowwise"), a, a.t(), torch.ones(16, 1), torch.ones(1, 16), torch.float32, False)
+    except _PROBE_ERRORS:
         return False
     return True
 
@@ -172,7 +176,7 @@ def scaled_mm_path(device: "torch.device | str", scaling: str = "tensorwise") ->
     one_of("scaling", scaling, SCALINGS)
     if dev.type == "cpu" and scaling == "rowwise" and not _cpu_rowwise_kernel():
         return EMULATED
-    return scaled_mm_api(dev)
+    return scaled_mm_api(dev, scaling)
 
 
 def _emulated(fa: torch.Tensor, fb: torch.Tensor, sa: torch.Tensor, sb: torch.Tensor,
@@ -185,7 +189,7 @@ def _mm(fa: torch.Tensor, fb: torch.Tensor, sa: torch.Tensor, sb: torch.Tensor, 
     rowwise = sa.dim() == 2
     if fa.device.type == "cpu" and rowwise and not _cpu_rowwise_kernel():
         return _emulated(fa, fb, sa, sb, out_dtype)
-    return _call(scaled_mm_api(fa.device), fa, fb, sa, sb, out_dtype, fast)
+    return _call(scaled_mm_api(fa.device, "rowwise" if rowwise else "tensorwise"), fa, fb, sa, sb, out_dtype, fast)
 
 
 def scaled_matmul(
