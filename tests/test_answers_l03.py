@@ -10,7 +10,12 @@ import torch
 from torch import nn
 
 from fp16lab.align import audit, pad_layers
-from fp16lab.course.answers.l03 import card_precision, check_card_audit, check_layout_choice, check_padded_copy
+from fp16lab.course.answers.l03 import (
+    card_precision,
+    check_card_audit,
+    check_layout_choice,
+    check_padded_copy,
+)
 
 
 class Unseen(nn.Module):
