@@ -1,4 +1,4 @@
-"""Debugging mixed precision: what ran in which dtype, where inf/NaN first appeared, and memory.
+"""Debugging mixed precision: what ran in which dtype, where inf/NaN first appeared, the largest batch.
 
 - :func:`dtype_trace` runs a model once under autocast and lists, per module, the dtypes
   going in and coming out and the dtype of its parameters: what autocast put in fp16/bf16
@@ -6,8 +6,7 @@
 - :func:`first_nonfinite` finds the first module whose output holds inf or NaN and shows
   the largest magnitude each layer produced on the way there.
 - :func:`max_batch_size` finds the largest batch that fits and recovers cleanly from
-  out-of-memory errors (the peak memory by precision and batch size is lesson 05's lab,
-  :mod:`fp16lab.labs.memory`: a library never imports a lab).
+  out-of-memory errors (peak memory by precision and batch: :mod:`fp16lab.labs.memory`).
 
 Modules: :mod:`fp16lab.debug.trace` (dtypes, non-finite values), :mod:`fp16lab.debug.batch`
 (the batch-size search).
