@@ -147,3 +147,14 @@ def test_replace_block_rewrites_only_between_its_markers(tmp_path):
         with pytest.raises(ValueError, match="lacks the markers"):
             paths.replace_block(guide, start, end, "x")
     assert guide.read_text() == before
+
+
+def test_help_is_plain_text_for_every_command(capsys):
+    """No Sphinx markup (``x``, :func:`y`) reaches the terminal, in any command's help."""
+    from fp16lab.__main__ import SUBCOMMANDS
+
+    for name, _ in SUBCOMMANDS:
+        with pytest.raises(SystemExit):
+            main([name, "--help"])
+        out = capsys.readouterr().out
+        assert "``" not in out and ":func:" not in out and ":mod:" not in out, (name, out[:400])
