@@ -355,11 +355,12 @@ def sdpa_default_kernel(capability: tuple[int, int] | None, dtype: torch.dtype, 
     """The SDPA kernel PyTorch tries first for dense causal attention (no mask, head width 8..128).
 
     Why: the default differs by chip, so a lesson can say what a learner's card runs without
-    running it. The rule of torch's ``select_sdp_backend`` (``sdp_utils.cpp``, torch 2.9+):
-    cuDNN attention first on sm_9x and sm_10x (Hopper, data-center Blackwell) when cuDNN is
-    newer than 9.15 and ``TORCH_CUDNN_SDPA_DEPRIORITIZED`` is unset; else flash (FP16/BF16, sm_80
-    to sm_121), memory-efficient (sm_50 and newer; BF16 from sm_80), math. ``capability=None``
-    is the CPU: "flash (CPU)". ``cudnn_version`` defaults to the installed cuDNN's (None: none).
+    running it. The rule of torch's ``select_sdp_backend`` (``sdp_utils.cpp``,
+    ``check_prefer_cudnn_attention``, as of torch 2.14 built for CUDA 13): cuDNN attention first
+    on sm_9x and sm_10x (Hopper, data-center Blackwell) when cuDNN is newer than 9.15 and
+    ``TORCH_CUDNN_SDPA_DEPRIORITIZED`` is unset; else flash (FP16/BF16, sm_80 to sm_121),
+    memory-efficient (sm_50 and newer; BF16 from sm_80), math. ``capability=None`` is the CPU:
+    "flash (CPU)". ``cudnn_version`` defaults to the installed cuDNN's (None: none).
     """
     if dtype not in _SDPA_DTYPES:
         raise ValueError(f"dtype must be torch.float16, torch.bfloat16 or torch.float32, got {dtype!r}")
