@@ -61,6 +61,21 @@ class BenchResult:
         """The project's targets against this run: :func:`fp16lab.labs.benchmark.analysis.targets_table`."""
         return targets_table(self.frame)
 
+    def contents(self) -> str:
+        """One line on what this run holds: rounds or single runs, exploration, compile modes, step profile."""
+        b = self.metadata.get("benchmark", {})
+        f = self.frame
+        parts = f["part"] if "part" in f else pd.Series("comparison", index=f.index)
+        rounds = int(f.loc[parts == "repeat", "round"].nunique()) if "round" in f else 0
+        head = (f"{rounds} interleaved rounds of {', '.join(b.get('repeat') or [])}" if rounds
+                else "single runs only (no interleaved rounds)")
+        explore = int((parts == "explore").sum())
+        compared = set(f.loc[parts == "comparison", "config"]) if "config" in f else set()
+        modes = [m for m, c in COMPILE_MODES.items() if c in compared]
+        profiled = list((self.metadata.get("step_profile") or {}).keys())
+        return (f"{head}; exploration rows: {explore or 'none'}; compile modes beside the recipe: "
+                f"{', '.join(modes) or 'none'}; step profile: {', '.join(profiled) or 'none'}")
+
     def compile_modes(self) -> pd.DataFrame:
         """The compiled recipe's torch.compile modes side by side: :func:`compile_modes_table`."""
         return compile_modes_table(self.frame)
