@@ -17,8 +17,8 @@ from torch import nn
 from fp16lab.labs.benchmark import (
     COMPILE_MODES,
     COMPILED,
-    IDLE,
     CONFIGS,
+    IDLE,
     RECOMMENDED,
     TARGETS,
     TRAIN_STEP,
