@@ -852,3 +852,15 @@ def test_a_captured_step_builds_autocast_without_its_weight_cache(monkeypatch):
     steps._autocast(CONFIGS["fp16"].precision, CPU, capture=True)
     steps._autocast(CONFIGS["fp16"].precision, CPU, capture=False)
     assert seen == [False, None]
+
+
+def test_a_run_says_what_it_holds():
+    res, _ = fake_run(["article", COMPILED], ["article", COMPILED], {}, profile=[COMPILED],
+                      compile_modes=["reduce-overhead"], explore=["fp16_cl_graph"])
+    text = res.contents()
+    assert text.startswith(f"3 interleaved rounds of article, {COMPILED}, {COMPILE_MODES['reduce-overhead']}")
+    assert "exploration rows: 1" in text and "compile modes beside the recipe: reduce-overhead" in text
+    assert text.endswith(f"step profile: {COMPILED}")
+    single, _ = fake_run(["article", "fp16_cl"], [], {})
+    assert single.contents() == ("single runs only (no interleaved rounds); exploration rows: none; "
+                                 "compile modes beside the recipe: none; step profile: none")
