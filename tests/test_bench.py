@@ -864,3 +864,19 @@ def test_a_run_says_what_it_holds():
     single, _ = fake_run(["article", "fp16_cl"], [], {})
     assert single.contents() == ("single runs only (no interleaved rounds); exploration rows: none; "
                                  "compile modes beside the recipe: none; step profile: none")
+
+
+def test_a_time_box_that_torch_compile_wraps_is_still_a_timeout():
+    from fp16lab.labs.benchmark.measure import CompileTimeout, _timed_out
+
+    class InductorError(RuntimeError):
+        pass
+
+    try:
+        try:
+            raise CompileTimeout("box")
+        except CompileTimeout as inner:
+            raise InductorError("CompileTimeout: box") from inner
+    except InductorError as wrapped:
+        assert _timed_out(wrapped)
+    assert not _timed_out(RuntimeError("other"))

@@ -25,6 +25,8 @@ from typing import Any
 
 import torch
 
+from fp16lab.checks import instance, one_of, positive_int
+from fp16lab.device import choose_device, free_memory, is_oom, synchronize
 from fp16lab.labs.benchmark.configs import (
     TASKS,
     BenchConfig,
@@ -36,8 +38,6 @@ from fp16lab.labs.benchmark.configs import (
     unsupported_reason,
 )
 from fp16lab.labs.benchmark.steps import Runner, build_runner
-from fp16lab.checks import instance, one_of, positive_int
-from fp16lab.device import choose_device, free_memory, is_oom, synchronize
 from fp16lab.precision import tf32_flags, tf32_state
 from fp16lab.timing import time_windows
 
@@ -244,11 +244,23 @@ def attempt(session: Session, action: Callable[[], None], *, reset: bool = True)
         action()
         return True
     except Exception as e:  # reported in the row; the run goes on (Ctrl-C is not an Exception)
-        status = "OOM" if is_oom(e) else "timeout" if isinstance(e, CompileTimeout) else "error"
+        status = "OOM" if is_oom(e) else "timeout" if _timed_out(e) else "error"
         session.row.update(status=status, error=describe(e))
         print(f"bench: {session.cfg.name} at batch {session.batch}: {status}: {session.row['error']}", file=sys.stderr)
     session.close()
     release(session.dev, session.cfg.compile and reset)
+    return False
+
+
+def _timed_out(e: BaseException) -> bool:
+    """A time box fired, even where torch.compile wrapped it in an error of its own (InductorError)."""
+    seen: set[int] = set()
+    x: BaseException | None = e
+    while x is not None and id(x) not in seen:
+        if isinstance(x, CompileTimeout):
+            return True
+        seen.add(id(x))
+        x = x.__cause__ or x.__context__
     return False
 
 

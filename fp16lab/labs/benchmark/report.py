@@ -235,7 +235,7 @@ def compile_modes_table(frame: pd.DataFrame) -> pd.DataFrame:
         r = hit.iloc[0]
         ok = r["status"] == "ok"
         med, spread, n = summarise(ratio_values(frame, name, "article")[0])
-        vs_default = summarise(ratio_values(frame, name, COMPILED)[0])[0] if name != COMPILED else 1.0
+        vs_default = summarise(ratio_values(frame, name, COMPILED)[0])[0] if name != COMPILED else (1.0 if ok else math.nan)
         rows.append({"mode": mode, "config": name, "status": r["status"],
                      "img/s": round(float(r["img_per_s"]), 1) if ok else math.nan, "x_article": med,
                      "spread": spread, "n": n, "x_default_mode": vs_default,
