@@ -119,7 +119,7 @@ def test_refuses_a_notebook_without_solution_markers(tmp_path):
     with pytest.raises(ValueError, match=r"91_no_markers\.ipynb: no exercise found .*'solution'"):
         student.write_student_copies([lesson], tmp_path / "student")
     assert not (tmp_path / "student").exists(), "nothing may be written for a refused lesson"
-    cli = subprocess.run([sys.executable, "-m", "fp16lab.course.workshop", "write", str(lesson),
+    cli = subprocess.run([sys.executable, "-m", "fp16lab", "workshop", "write", str(lesson),
                           "--out", str(tmp_path / "student")], capture_output=True, text=True)
     assert cli.returncode == 2 and "91_no_markers.ipynb: no exercise found" in cli.stderr
 
@@ -156,6 +156,29 @@ def test_verify_accepts_a_good_exercise(tmp_path):
     assert res.names == ("answer",) and res.accepts_solution
     assert res.rejects_none.startswith("AssertionError: fill in answer")
     assert res.rejects_empty is not None and res.rejects_empty.startswith("AssertionError")
+
+
+def test_verify_proves_each_wrong_answer_is_rejected(tmp_path):
+    nb = _lesson()
+    nb.cells[3].metadata["wrong_answers"] = ["answer = data", "answer = sorted(data, reverse=True)"]
+    lesson = _write(nb, tmp_path)
+    (handout,) = student.write_student_copies([lesson], tmp_path / "student")
+    assert "wrong_answers" not in nbformat.read(handout, as_version=4).cells[4].metadata  # not in the copy
+    (res,) = verify.verify_student_copy(handout, lesson)
+    assert len(res.rejects_wrong) == 2 and all(m.startswith("AssertionError") for m in res.rejects_wrong)
+    # a check too weak for one of its wrong answers is caught, and named
+    nb.cells[4].source = "assert answer is not None, 'fill in answer'\nassert sorted(answer) == [1, 2, 3]"
+    lesson = _write(nb, tmp_path)
+    (handout,) = student.write_student_copies([lesson], tmp_path / "student")
+    with pytest.raises(AssertionError, match="must reject wrong answer 1 with AssertionError, but it passed"):
+        verify.verify_student_copy(handout, lesson)
+
+
+def test_wrong_answers_must_be_a_list_of_code():
+    nb = _lesson()
+    nb.cells[3].metadata["wrong_answers"] = "answer = data"
+    with pytest.raises(ValueError, match="metadata 'wrong_answers' must be a list of non-empty code strings"):
+        student.exercises(nb, name="90_tiny.ipynb")
 
 
 @pytest.mark.parametrize(("check", "why"), [
@@ -216,9 +239,18 @@ def test_agenda_quotes_the_measured_times():
 
 @pytest.mark.parametrize("copy", STUDENT_COPIES, ids=lambda p: p.name)
 def test_student_copy_checks_work_both_ways(copy):
+    """Each check rejects None, an empty answer and every plausible wrong answer the lesson keeps; it accepts the solution."""
     results = verify.verify_student_copy(copy, paths.notebooks_dir() / copy.name)
     assert results and all(r.accepts_solution and r.rejects_none.startswith("AssertionError")
                            for r in results)
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)
+def test_every_exercise_keeps_two_wrong_answers(lesson):
+    """So the check is proved against the mistakes a learner makes, not only against None."""
+    found = student.exercises(nbformat.read(lesson, as_version=4), name=lesson.name)
+    weak = [ex.number for ex in found if len(ex.wrong) < 2]
+    assert not weak, f"{lesson.name}: exercise(s) {weak} keep fewer than 2 wrong answers (metadata 'wrong_answers')"
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)

@@ -9,20 +9,19 @@ From anywhere inside the repository::
     python -m fp16lab workshop time-quick NOTEBOOK  # time a GPU-stamped lesson in quick mode here
     python -m fp16lab workshop lint      # measured-looking numbers in lesson markdown, next-lesson links
 
-``python -m fp16lab.course.workshop ...`` is the same. The work itself lives in
+ The work itself lives in
 :mod:`fp16lab.course.student`, :mod:`fp16lab.course.verify` and :mod:`fp16lab.course.agenda`.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from fp16lab.course import paths as _paths
 
-__all__ = ["configure", "add_parser", "main"]
+__all__ = ["configure", "add_parser"]
 
 HELP = "student copies, the agenda with measured times, proofs of the exercises"
 
@@ -105,6 +104,13 @@ def _lint(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+def _results(args: argparse.Namespace) -> int:
+    from fp16lab.course.readme import RESULTS_PAGE, write_results_page
+
+    print(f"{'updated' if write_results_page() else 'already current:'} {RESULTS_PAGE}")
+    return 0
+
+
 def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the workshop subcommands to ``parser`` (used by both command lines)."""
     sub = parser.add_subparsers(dest="workshop_command", required=True, metavar="COMMAND")
@@ -123,6 +129,8 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="run student copies in a kernel: checks reject None, accept the solution")
     v.add_argument("notebooks", nargs="*", type=_paths.notebook_file, help="lessons (default: every notebooks/NN_*.ipynb)")
     v.set_defaults(func=_verify)
+    r = sub.add_parser("results", help="rebuild the tables of results/README.md from the committed results files")
+    r.set_defaults(func=_results)
     lint = sub.add_parser("lint", help="flag measured-looking numbers in lesson markdown and missing next-lesson links")
     lint.add_argument("notebooks", nargs="*", type=_paths.notebook_file, help="lessons (default: every notebooks/NN_*.ipynb)")
     lint.set_defaults(func=_lint)
@@ -134,16 +142,3 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     p = sub.add_parser("workshop", help=HELP, description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     configure(p)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m fp16lab.course.workshop``: the same as ``python -m fp16lab workshop``."""
-    parser = configure(argparse.ArgumentParser(prog="python -m fp16lab.course.workshop", description=__doc__,
-                                               formatter_class=argparse.RawDescriptionHelpFormatter))
-    from fp16lab.course.command import run_parsed
-
-    return run_parsed(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
