@@ -358,6 +358,7 @@ def train(args: argparse.Namespace, device: torch.device) -> tuple[dict[str, Any
         "sync_batchnorm": args.model == "resnet50" and device.type == "cuda",
         "global_batch": args.batch, "start_step": start, "steps": state.step, "steps_run": done,
         "final_loss": float(mean_loss) / world if done else None, "rank0_losses": losses, "skipped_steps": skipped,
+        "loss_scale": scaler.get_scale() if scaler.is_enabled() else None,
         "step_ms_median": 1e3 * steady[len(steady) // 2] if steady else None,
         "samples_per_s": args.batch * len(steady) / sum(steady) if steady else None,
         "tokens_per_s": args.batch * tokens * len(steady) / sum(steady) if steady and args.model == "gpt" else None,
