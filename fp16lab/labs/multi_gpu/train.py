@@ -298,6 +298,13 @@ def fsdp_reduce_bytes(model: nn.Module, grad_dtype: str) -> int:
     return sum(p.numel() for p in model.parameters()) * DTYPES[grad_dtype].itemsize
 
 
+def held_bytes(net: nn.Module, opt: torch.optim.Optimizer) -> int:
+    """Bytes of weights and optimizer state this rank keeps (FSDP2: its shards only)."""
+    tensors = [*net.parameters(), *(v for st in opt.state.values() for v in st.values() if torch.is_tensor(v))]
+    local = [t.to_local() if hasattr(t, "to_local") else t for t in tensors]
+    return sum(t.numel() * t.element_size() for t in local if t.numel() > 1)
+
+
 def peak_memory(device: torch.device) -> tuple[int, str]:
     """This rank's peak: CUDA memory allocated by tensors, or the process's peak resident memory."""
     if device.type == "cuda":
@@ -358,7 +365,7 @@ def train(args: argparse.Namespace, device: torch.device) -> tuple[dict[str, Any
         "sync_batchnorm": args.model == "resnet50" and device.type == "cuda",
         "global_batch": args.batch, "start_step": start, "steps": state.step, "steps_run": done,
         "final_loss": float(mean_loss) / world if done else None, "rank0_losses": losses, "skipped_steps": skipped,
-        "loss_scale": scaler.get_scale() if scaler.is_enabled() else None,
+        "loss_scale": scaler.get_scale() if scaler.is_enabled() else None, "_held": held_bytes(net, opt),
         "step_ms_median": 1e3 * steady[len(steady) // 2] if steady else None,
         "samples_per_s": args.batch * len(steady) / sum(steady) if steady else None,
         "tokens_per_s": args.batch * tokens * len(steady) / sum(steady) if steady and args.model == "gpt" else None,
@@ -376,11 +383,13 @@ def finish(args: argparse.Namespace, device: torch.device, result: dict[str, Any
     peak, kind = peak_memory(device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     per_rank: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(per_rank, {"peak_memory_bytes": peak, "device": name, "host": os.uname().nodename})
+    mine = {"peak_memory_bytes": peak, "held_bytes": result.pop("_held"), "device": name, "host": os.uname().nodename}
+    dist.all_gather_object(per_rank, mine)
     if dist.get_rank() != 0:
         return
     nccl = ".".join(map(str, torch.cuda.nccl.version())) if dist.get_backend() == "nccl" else None
     result.update(peak_memory_bytes=[r["peak_memory_bytes"] for r in per_rank], memory_kind=kind,
+                  held_bytes=[r["held_bytes"] for r in per_rank],
                   devices=[r["device"] for r in per_rank], hosts=sorted({r["host"] for r in per_rank}),
                   torch=torch.__version__, cuda=torch.version.cuda, nccl=nccl,
                   command="torchrun ... -m fp16lab.labs.multi_gpu.train " + " ".join(sys.argv[1:]))
