@@ -220,3 +220,28 @@ def test_the_bf16_hook_gate_is_the_rule_ddp_applies(monkeypatch):
     monkeypatch.setattr(torch.version, "cuda", None)
     with pytest.raises(SystemExit):
         train.parse_args(["--precision", "bf16", "--steps", "1", "--out", "x.json", "--grad-dtype", "bf16"])
+
+
+# ------------------------------------------------- python -m fp16lab distributed: the reference run
+
+
+def test_the_reference_run_command_is_the_script_under_torchrun(tmp_path, monkeypatch, capsys):
+    """Everything up to the point that needs GPUs: the commands, and the script accepts each one."""
+    from fp16lab.__main__ import main
+    from fp16lab.labs.multi_gpu.cli import REFERENCE_RUNS
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    assert main(["distributed", "--dry-run", "--out", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    names = [ln.split(":")[0] for ln in lines]
+    want = [n for n in REFERENCE_RUNS if not (n == "ddp_bf16_grad_bf16" and train.bf16_hook_support())]
+    assert names == want
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    for line in lines:
+        cmd = line.split(": ", 1)[1].split()
+        assert cmd[:4] == ["torchrun", "--standalone", "--nproc_per_node=2", "-m"]
+        args = train.parse_args(cmd[5:])  # the script accepts it
+        assert args.out.parent == tmp_path and args.out.name.startswith("multi_gpu_")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(SystemExit, match="--nproc 2 needs 2 GPUs"):
+        main(["distributed", "--nproc", "2", "--dry-run"])

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["REFERENCE_RUNS", "torchrun_command", "run_script", "reference_commands", "add_distributed_parser", "main"]
+__all__ = ["REFERENCE_RUNS", "torchrun_command", "start_script", "finish_script", "run_script", "reference_runs", "reference_commands", "add_distributed_parser", "main"]
 
 # name -> the script's arguments (size, steps and --out are added per run)
 REFERENCE_RUNS: dict[str, list[str]] = {
@@ -86,6 +86,14 @@ def finish_script(proc: subprocess.Popen[str], out: Path, timeout: float = 600.0
 def run_script(script_args: Sequence[str], nproc: int = 2, timeout: float = 600.0) -> dict[str, Any]:
     """Run the script under torchrun (``nproc`` processes on this machine) and return rank 0's JSON."""
     return finish_script(*start_script(script_args, nproc), timeout=timeout)
+
+
+def reference_runs() -> dict[str, dict[str, Any]]:
+    """The committed multi-GPU reference runs, ``results/multi_gpu_<name>.json``, by name (may be empty)."""
+    from fp16lab.course.runtime.results import RESULTS_DIR
+
+    return {p.stem.removeprefix("multi_gpu_"): json.loads(p.read_text())
+            for p in sorted(Path(RESULTS_DIR).glob("multi_gpu_*.json"))}
 
 
 def reference_commands(out: Path, nproc: int, steps: int, preset: str) -> dict[str, list[str]]:

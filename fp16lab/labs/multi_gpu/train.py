@@ -106,6 +106,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--ckpt", type=Path, default=None, help="folder for torch.distributed.checkpoint (saved at the end)")
     p.add_argument("--resume", action="store_true", help="continue from --ckpt")
     p.add_argument("--save-weights", type=Path, default=None, help="rank 0 saves the final full weights here")
+    p.add_argument("--cpu", action="store_true", help="CPU processes on gloo even where GPUs exist")
     p.add_argument("--timeout", type=_positive, default=300, help="seconds a collective may wait (default 300)")
     a = p.parse_args(argv)
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -129,9 +130,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 # ------------------------------------------------------------------------- process group
 
 
-def setup(timeout: int) -> tuple[torch.device, str]:
+def setup(timeout: int, cpu: bool = False) -> tuple[torch.device, str]:
     """Join the process group torchrun describes (env:// ), or a world of one without torchrun."""
-    cuda = torch.cuda.is_available() and dist.is_nccl_available()
+    cuda = not cpu and torch.cuda.is_available() and dist.is_nccl_available()
     backend = "nccl" if cuda else "gloo"
     if cuda:
         local = int(os.environ.get("LOCAL_RANK", "0"))
@@ -409,7 +410,7 @@ def full_weights(net: nn.Module) -> dict[str, torch.Tensor]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, join the group, train, report; the process group is always destroyed."""
     args = parse_args(argv)
-    device, _ = setup(args.timeout)
+    device, _ = setup(args.timeout, args.cpu)
     try:
         result, net = train(args, device)
         if args.save_weights is not None:  # for comparisons: every rank takes part (FSDP2 gathers)
