@@ -47,6 +47,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fp16lab.device import synchronize
+from fp16lab.hardware import gpu_facts
 from fp16lab.precision import autocast
 
 __all__ = ["DTYPES", "bf16_hook_support", "parse_args", "main"]
@@ -382,7 +383,8 @@ def train(args: argparse.Namespace, device: torch.device) -> tuple[dict[str, Any
 def finish(args: argparse.Namespace, device: torch.device, result: dict[str, Any]) -> None:
     """Gather every rank's peak memory and device; rank 0 writes the JSON file."""
     peak, kind = peak_memory(device)
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    facts = gpu_facts(device) if device.type == "cuda" else None
+    name = facts.real_name if facts else "cpu"
     per_rank: list[Any] = [None] * dist.get_world_size()
     mine = {"peak_memory_bytes": peak, "held_bytes": result.pop("_held"), "device": name, "host": os.uname().nodename}
     dist.all_gather_object(per_rank, mine)
