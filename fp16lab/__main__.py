@@ -2,7 +2,7 @@
 
 Learners: ``doctor`` (is this machine ready?), ``lab`` (JupyterLab on your own copies of the
 lessons), ``workspace`` (make or reset those copies), ``bench`` (the article's ResNet50 table
-on your GPU), ``distributed`` (lesson 10's experiments on several GPUs). Authors and instructors: ``outputs`` (run and stamp lessons), ``workshop``
+on your GPU), ``distributed`` (lesson 10's training script under torchrun on every GPU: the multi-GPU reference run). Authors and instructors: ``outputs`` (run and stamp lessons), ``workshop``
 (student copies, agenda, proofs of the exercises), ``portability`` (every lesson under each
 hardware profile: ``results/portability.json``). ``python -m fp16lab COMMAND --help`` for each.
 """
