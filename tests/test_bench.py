@@ -807,8 +807,10 @@ def test_cli_prints_the_compile_modes_beside_the_recipe(tmp_path, monkeypatch, c
     opener, _ = fake(rates={})
     real = cli.run_benchmark
     monkeypatch.setattr(cli, "run_benchmark", lambda *a, **k: real(TinyNet, **{**k, "opener": opener, "settings": TINY}))
-    assert cli.main(["--device", "cpu", "--compile-modes", "reduce-overhead", "--no-progress",
-                     "--configs", "fp32_default", "--sweep", "--output", str(tmp_path / "r.json")]) == 0
+    from fp16lab.__main__ import main
+
+    assert main(["bench", "--device", "cpu", "--compile-modes", "reduce-overhead", "--no-progress",
+                 "--configs", "fp32_default", "--sweep", "--output", str(tmp_path / "r.json")]) == 0
     out = capsys.readouterr().out
     assert "torch.compile modes of the compiled recipe" in out and "time-boxed to 300 s" in out
     assert "reduce-overhead" in out

@@ -14,7 +14,7 @@ The recommended recipe (:data:`RECOMMENDED`) is FP16 autocast + GradScaler + cha
 """
 
 from fp16lab.labs.benchmark.analysis import FLOP_METHOD, TARGETS, Target, add_mfu, model_flops, targets_table
-from fp16lab.labs.benchmark.cli import REFERENCE, add_bench_parser, main
+from fp16lab.labs.benchmark.cli import REFERENCE, add_bench_parser
 from fp16lab.labs.benchmark.configs import (
     ARTICLE_CLAIM,
     COMPARISON,
@@ -81,7 +81,6 @@ __all__ = [
     "compile_modes_table",
     "default_configs",
     "default_settings",
-    "main",
     "kernel_ms",
     "model_flops",
     "parse_configs",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from fp16lab.labs.benchmark.configs import (
 from fp16lab.labs.benchmark.report import BenchResult, plot_results, profile_table, readme_section
 from fp16lab.labs.benchmark.run import run_benchmark
 
-__all__ = ["add_bench_parser", "main", "REFERENCE", "COMPILE_MODE_TIMEOUT_S"]
+__all__ = ["add_bench_parser", "REFERENCE", "COMPILE_MODE_TIMEOUT_S"]
 
 COMPILE_MODE_TIMEOUT_S = 300.0
 """The default time box (seconds) for building and compiling each mode of ``--compile-modes``."""
@@ -231,13 +230,3 @@ def add_bench_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]")
     a("--readme-from", default=None, help="print the README section for this results file and write its PNG; no benchmark")
     a("--png", default=None, help="with --readme-from: plot path (default: results path with .png)")
     p.set_defaults(func=_bench_cli)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``bench`` alone (same options as ``python -m fp16lab bench``)."""
-    parser = argparse.ArgumentParser(prog="python -m fp16lab.labs.benchmark")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_bench_parser(sub)
-    from fp16lab.course.command import run_parsed
-
-    return run_parsed(parser.parse_args(["bench", *(sys.argv[1:] if argv is None else argv)]))

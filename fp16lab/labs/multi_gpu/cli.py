@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["REFERENCE_RUNS", "torchrun_command", "start_script", "finish_script", "run_script", "reference_runs", "reference_commands", "add_distributed_parser", "main"]
+__all__ = ["REFERENCE_RUNS", "torchrun_command", "start_script", "finish_script", "run_script", "reference_runs", "reference_commands", "add_distributed_parser"]
 
 # name -> the script's arguments (size, steps and --out are added per run)
 REFERENCE_RUNS: dict[str, list[str]] = {
@@ -143,12 +143,3 @@ def add_distributed_parser(sub: "argparse._SubParsersAction[argparse.ArgumentPar
                    help="GPT size (default small on GPUs, tiny on CPUs)")
     p.add_argument("--dry-run", action="store_true", help="print the torchrun commands, run nothing")
     p.set_defaults(func=_run)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m fp16lab distributed`` as a function (tests)."""
-    from fp16lab.course.command import run_parsed
-
-    parser = argparse.ArgumentParser(prog="python -m fp16lab")
-    add_distributed_parser(parser.add_subparsers(dest="command", required=True))
-    return run_parsed(parser.parse_args(["distributed", *(argv or [])]))
