@@ -203,12 +203,12 @@ def test_reference_is_read_only_on_the_server(repo):
         listing = await cm.get("", content=True)
         flags = {c["name"]: c["writable"] for c in listing["content"]}
         assert flags["00_first.ipynb"] is False and flags["work"] is True
-        with pytest.raises(web.HTTPError) as refused:
+        with pytest.raises(web.HTTPError, match="HTTP 403") as refused:
             await cm.save(ref, "00_first.ipynb")
         assert refused.value.status_code == 403 and "work/00_first.ipynb" in refused.value.log_message
         for call in (cm.rename_file("00_first.ipynb", "work/x.ipynb"), cm.delete_file("00_first.ipynb"),
                      cm.save({"type": "file", "format": "text", "content": "x"}, "new.txt")):
-            with pytest.raises(web.HTTPError):
+            with pytest.raises(web.HTTPError, match="HTTP 403"):
                 await call
         content = mine["content"]
         content["cells"][1]["outputs"].append({
