@@ -16,9 +16,8 @@ from fp16lab.debug import (
     dtype_trace,
     first_nonfinite,
     max_batch_size,
-    memory_sweep,
-    step_peak_memory,
 )
+from fp16lab.labs.memory import memory_sweep, step_peak_memory
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -127,10 +126,10 @@ def test_dtype_trace_leaves_only_must_be_a_bool() -> None:
 
 
 def test_tf32_on_mps_is_refused_clearly(monkeypatch) -> None:
-    from fp16lab.debug import _common
+    import fp16lab.device
 
-    monkeypatch.setattr(_common, "resolve_device", lambda d: torch.device("mps"))
-    monkeypatch.setattr(_common, "model_device", lambda m, default=None: torch.device("mps"))
+    monkeypatch.setattr(fp16lab.device, "resolve_device", lambda d: torch.device("mps"))
+    monkeypatch.setattr(fp16lab.device, "model_device", lambda m, default=None: torch.device("mps"))
     with pytest.raises(ValueError, match="'tf32'.*NVIDIA.*'mps'"):
         dtype_trace(nn.Linear(2, 2), torch.randn(1, 2), "tf32", device="mps")
 
@@ -395,7 +394,7 @@ class _FakeCuda:
 
 def test_memory_code_path_on_the_cpu_with_fake_counters(monkeypatch) -> None:
     """step_peak_memory / memory_sweep on the CPU with torch.cuda's counters faked: the flow, not the numbers."""
-    from fp16lab.debug import memory
+    from fp16lab.labs.memory import sweep as memory
 
     fake = _FakeCuda()
     monkeypatch.setattr(memory, "_cuda_device", lambda model, device, what: torch.device("cpu"))

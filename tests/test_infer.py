@@ -14,9 +14,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from fp16lab.debug import first_nonfinite
+from fp16lab.gpt import GPT, GPTConfig
 from fp16lab.labs.inference.decode import _plan as decode_plan
 from fp16lab.labs.inference.decode import _step_fn, copy_bandwidth, decode_benchmark, decode_bytes
-from fp16lab.gpt import GPT, GPTConfig
 from fp16lab.labs.inference.graphs import capture_cuda_graph, compile_for_inference
 from fp16lab.labs.inference.infer import (
     Variant,
