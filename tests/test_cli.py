@@ -154,7 +154,7 @@ def test_help_is_plain_text_for_every_command(capsys):
     from fp16lab.__main__ import SUBCOMMANDS
 
     for name, _ in SUBCOMMANDS:
-        with pytest.raises(SystemExit):
+        with pytest.raises(SystemExit, match="^0$"):
             main([name, "--help"])
         out = capsys.readouterr().out
         assert "``" not in out and ":func:" not in out and ":mod:" not in out, (name, out[:400])

@@ -180,7 +180,7 @@ def test_parse_format_accepts(given: object, expected: str) -> None:
 @pytest.mark.parametrize("bad", [torch.float64, torch.int8, "fp8", "half", "float16", "bfloat16", "float32",
                                  "tf32", "float8_e4m3fn", "", 16, None, True])
 def test_parse_format_rejects_with_allowed_list(bad: object) -> None:
-    with pytest.raises(ValueError) as err:
+    with pytest.raises(ValueError, match="allowed") as err:
         parse_format(bad)  # type: ignore[arg-type]
     msg = str(err.value)
     assert repr(bad) in msg and msg.startswith("fmt")
@@ -205,7 +205,7 @@ def test_format_names_are_the_precision_names_where_both_exist() -> None:
     for name in ("fp32", "fp16", "bf16"):
         assert parse_format(name) == parse_precision(name).value
     for bad in ("float16", torch.float16):  # a dtype is a format, never a precision
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="a precision name, not a dtype"):
             parse_precision(bad)  # type: ignore[arg-type]
     assert parse_format(torch.float16) == "fp16"
 

@@ -220,12 +220,12 @@ def test_reference_is_read_only_on_the_server(repo):
         assert "closed-bar" not in json.dumps(saved["content"]), "a bar without saved state must not be kept"
         await cm.save({"type": "file", "format": "text", "content": "notes"}, "work/notes.txt")
         # a new file outside work/ is not "part of the reference": the message says so, and where to save
-        with pytest.raises(web.HTTPError) as refused:
+        with pytest.raises(web.HTTPError, match="403") as refused:
             await cm.save({"type": "file", "format": "text", "content": "x"}, "new.txt")
         assert "only work/ is yours" in refused.value.log_message and "reference" not in refused.value.log_message
         # a reference file without a copy of yours points at Save As, not at a copy that does not exist
         (root / "work" / "00_first.ipynb").unlink()
-        with pytest.raises(web.HTTPError) as refused:
+        with pytest.raises(web.HTTPError, match="403") as refused:
             await cm.save(ref, "00_first.ipynb")
         assert "File > Save As into work/" in refused.value.log_message
         assert "your copy, work/00_first" not in refused.value.log_message
