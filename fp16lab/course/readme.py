@@ -14,7 +14,6 @@ __all__ = ["TARGET_FILES", "targets_table", "RESULTS_PAGE", "BLOCKS", "write_res
 
 # The reference-run targets of the newer lessons: (lesson, results file stem).
 TARGET_FILES: tuple[tuple[str, str], ...] = (
-    ("07 transformers", "transformers_targets"),
     ("08 inference", "infer_targets"),
 )
 
