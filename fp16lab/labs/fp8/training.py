@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from fp16lab.checks import boolean, one_of, positive_float, positive_int
+from fp16lab.checks import boolean, instance, one_of, positive_float, positive_int, sequence_of
 from fp16lab.device import OOM_ERRORS, free_memory, model_device, resolve_device
 from fp16lab.labs.fp8.layers import RECIPES, Fp8Filter, _filter_fn, to_fp8_training, torchao_status
 from fp16lab.labs.fp8.matmul import fp8_capable
@@ -61,11 +61,8 @@ def _check_fp8_layers(make_model: ModelFactory, module_filter: Any) -> None:
 
 
 def _recipes(recipes: Sequence[str]) -> list[str]:
-    if isinstance(recipes, str):
-        recipes = [recipes]
-    out = [one_of("recipes", r, RECIPES) for r in recipes]
-    if not out:
-        raise ValueError(f"recipes is empty; give one or more of {', '.join(map(repr, RECIPES))}")
+    out = sequence_of("recipes", recipes, example="['tensorwise']", single=True,
+                      item=lambda n, r: one_of(n, r, RECIPES))  # one recipe name is a list of one
     return out
 
 
@@ -142,6 +139,7 @@ def fp8_curves(
     steps, batch = positive_int("steps", steps), positive_int("batch", batch)
     p = parse_precision(precision).value
     boolean("progress", progress)
+    instance("lang", lang, SyntheticLanguage, "a fp16lab.data.SyntheticLanguage")
     runs: list[str | None] = [None, *_recipes(recipes)]
     kwargs = {"steps": steps, "batch": batch, "precision": p, "lr": positive_float("lr", lr), "progress": False,
               "eval_batches": positive_int("eval_batches", eval_batches), "eval_every": eval_every}

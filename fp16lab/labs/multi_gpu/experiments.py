@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 
 import fp16lab.labs.multi_gpu.tasks as tasks
-from fp16lab.checks import instance, non_negative_int, one_of, positive_float, positive_int
+from fp16lab.checks import instance, non_negative_int, one_of, positive_float, positive_int, sequence_of
 from fp16lab.labs.multi_gpu.launcher import Workers, World
 from fp16lab.labs.multi_gpu.model import HOOKS, model_numel, rel
 from fp16lab.precision import parse_precision
@@ -89,10 +89,8 @@ def ddp_vs_single(
     ranks at the end. Defaults: fp32, fp16 and bf16; 12 steps of SGD with momentum 0.9 (lr 0.05);
     16 rows per rank; a width-64, depth-2 MLP; seed 0.
     """
+    names = sequence_of("precisions", precisions, item=lambda n, p: parse_precision(p, name=n).value)
     w = _running(workers)
-    names = [parse_precision(p).value for p in precisions]
-    if not names:
-        raise ValueError("precisions must name at least one of 'fp32', 'tf32', 'fp16', 'bf16', got none")
     m = _model(batch, width, depth, lr, seed)
     res = w.run(tasks.task_ddp_vs_single, precisions=names, steps=positive_int("steps", steps), **m.kwargs())
     first = pd.DataFrame(res[0]["rows"])
@@ -175,10 +173,8 @@ def compress_hooks(
     GPUs only) and the peak GPU memory. Defaults: all three hooks, FP16-AMP, 2 warm-up and 10
     measured steps.
     """
+    names = sequence_of("hooks", hooks, example=f"[{HOOKS[0]!r}]", item=lambda n, h: one_of(n, h, HOOKS))
     w = _running(workers)
-    names = [one_of("hooks", h, HOOKS) for h in hooks]
-    if not names:
-        raise ValueError(f"hooks must name at least one of {', '.join(map(repr, HOOKS))}, got none")
     p = parse_precision(precision).value
     st = positive_int("steps", steps)
     m = _model(batch, width, depth, lr, seed)
@@ -282,9 +278,7 @@ def fsdp_policies(
     why = fsdp2_support()
     if why is not None:
         raise ValueError(why)
-    names = [_policy(p) for p in policies]
-    if not names:
-        raise ValueError("policies must name at least one 'param_dtype/reduce_dtype' pair, got none")
+    names = [_policy(p) for p in sequence_of("policies", policies, example="['bf16/fp32']")]
     m = _model(batch, width, depth, lr, seed)
     res = w.run(tasks.task_fsdp, policies=names, steps=positive_int("steps", steps), **m.kwargs())
     rows = []
