@@ -367,3 +367,13 @@ def test_default_configs_refuses_a_non_device_clearly(bad: object) -> None:
     with pytest.raises(ValueError, match="device"):
         default_configs(bad)  # type: ignore[arg-type]
     assert default_configs("cpu") == default_configs(torch.device("cpu"))
+
+
+def test_run_benchmark_checks_an_unused_sweep_configs_too() -> None:
+    """A wrong sweep_configs was accepted in silence when there was no sweep (and a benchmark ran)."""
+    from fp16lab.labs.benchmark import run_benchmark
+
+    with pytest.raises(ValueError, match="sweep_configs must be a list of configuration names"):
+        run_benchmark("resnet18", configs=["fp32_true"], sweep_configs=5, device="cpu")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="sweep_configs: unknown configuration 'fp16_typo'"):
+        run_benchmark("resnet18", configs=["fp32_true"], sweep_configs=["fp16_typo"], device="cpu")
