@@ -286,16 +286,16 @@ def optimizer_holds(model: object, optimizer: object, *, every: bool = True, onl
             (params if id(q) in held else missing).append(q if id(q) in held else n)
     if not params and not missing:
         raise ValueError("the model has no trainable parameters (all have requires_grad=False)")
-    if not params:
-        raise ValueError(f"{name} holds none of this model's parameters that train ({len(missing)} trainable; it "
-                         f"holds {len(held)} others): it was built on another model, or before the model was "
-                         f"changed; build it from model.parameters()")
     if every and missing:
         raise ValueError(
             f"{name} does not hold {len(missing)} of the model's {len(params) + len(missing)} trainable parameters "
             f"({', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}): they would never be updated. Build the "
             f"{name} from model.parameters() after changing the model (e.g. after fp16lab.align.pad_layers); "
             "to train only part of the model, freeze the rest with requires_grad_(False)")
+    if not params:
+        raise ValueError(f"{name} holds none of this model's parameters that train ({len(missing)} trainable; it "
+                         f"holds {len(held)} others): it was built on another model, or before the model was "
+                         f"changed; build it from model.parameters()")
     foreign = len(held - mine)
     if only_model and foreign:
         raise ValueError(f"{name} holds {foreign} parameter(s) that are not this model's (it was built on another "

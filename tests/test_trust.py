@@ -147,8 +147,10 @@ def _mlp(seed: int = 0) -> nn.Module:
 def test_optimizer_holds_is_the_one_check() -> None:
     m, other = _mlp(), _mlp(1)
     assert len(checks.optimizer_holds(m, torch.optim.SGD(m.parameters(), lr=0.1))) == 4
-    with pytest.raises(ValueError, match="optimizer holds none of this model's parameters"):
+    with pytest.raises(ValueError, match="optimizer does not hold 4 of the model's 4 trainable parameters"):
         checks.optimizer_holds(m, torch.optim.SGD(other.parameters(), lr=0.1))
+    with pytest.raises(ValueError, match="optimizer holds none of this model's parameters"):
+        checks.optimizer_holds(m, torch.optim.SGD(other.parameters(), lr=0.1), every=False)
     part = torch.optim.SGD(m[2].parameters(), lr=0.1)
     with pytest.raises(ValueError, match=r"optimizer does not hold 2 of the model's 4 trainable parameters \(0\.weight, 0\.bias\)"):
         checks.optimizer_holds(m, part)
@@ -169,7 +171,7 @@ def test_lm_helpers_refuse_an_optimizer_of_another_model() -> None:
     torch.manual_seed(0)
     m, other = GPT(cfg), GPT(cfg)
     foreign = torch.optim.AdamW(other.parameters())
-    with pytest.raises(ValueError, match="optimizer holds none of this model's parameters"):
+    with pytest.raises(ValueError, match="optimizer does not hold .* of the model's .* trainable parameters"):
         lm_throughput(m, 1, steps=1, warmup=1, optimizer=foreign)
     with pytest.raises(ValueError, match="optimizer holds none of this model's parameters"):
         state_bytes(m, foreign)

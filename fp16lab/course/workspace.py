@@ -107,7 +107,8 @@ def _sources(root: Path) -> list[tuple[Path, Path]]:
     """(reference notebook, its place in the workspace) for every lesson and student copy."""
     nbdir, work = _paths.notebooks_dir(root), _paths.work_dir(root)
     pairs = [(p, work / p.name) for p in _paths.lessons(nbdir)]
-    pairs += [(p, work / "student" / p.name) for p in _paths.lessons(_paths.student_dir(root))]
+    student = _paths.student_dir(root)
+    pairs += [(p, work / "student" / p.name) for p in (_paths.lessons(student) if student.is_dir() else [])]
     return pairs
 
 

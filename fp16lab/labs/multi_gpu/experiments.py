@@ -173,7 +173,7 @@ def compress_hooks(
     GPUs only) and the peak GPU memory. Defaults: all three hooks, FP16-AMP, 2 warm-up and 10
     measured steps.
     """
-    names = sequence_of("hooks", hooks, example=f"[{HOOKS[0]!r}]", item=lambda n, h: one_of(n, h, HOOKS))
+    names = sequence_of("hooks", hooks, example=f"[{HOOKS[0]!r}]", item=lambda n, h: one_of("hooks", h, HOOKS))
     w = _running(workers)
     p = parse_precision(precision).value
     st = positive_int("steps", steps)
