@@ -41,6 +41,8 @@ OOM_ERRORS: tuple[type[BaseException], ...] = (torch.cuda.OutOfMemoryError, Memo
 
 def parse_device(value: "torch.device | str", *, name: str = "device") -> torch.device:
     """``value`` as a ``torch.device`` of a type the series supports (cpu, cuda, mps); syntax only."""
+    if not isinstance(name, str):
+        raise ValueError(f"name must be the argument's name (a str), got {name!r}")
     if isinstance(value, torch.device):
         dev = value
     elif isinstance(value, str):
@@ -66,6 +68,8 @@ def mps_available() -> bool:
 
 def resolve_device(value: "torch.device | str | None" = None, *, name: str = "device") -> torch.device:
     """A device that exists on this machine: ``value`` checked, or :func:`choose_device` when None."""
+    if not isinstance(name, str):
+        raise ValueError(f"name must be the argument's name (a str), got {name!r}")
     if value is None:
         return choose_device()
     dev = parse_device(value, name=name)
@@ -96,16 +100,18 @@ def choose_device(prefer: "torch.device | str | None" = None) -> torch.device:
     return torch.device("cpu")
 
 
-def synchronize(device: torch.device) -> None:
+def synchronize(device: "torch.device | str") -> None:
     """Wait for queued work on ``device`` (a no-op on the CPU): timings must include it."""
+    device = parse_device(device)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     elif device.type == "mps":
         torch.mps.synchronize()
 
 
-def free_memory(device: torch.device) -> None:
+def free_memory(device: "torch.device | str") -> None:
     """Drop unreachable tensors and return cached blocks, so the next measurement starts clean."""
+    device = parse_device(device)
     gc.collect()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -116,6 +122,10 @@ def free_memory(device: torch.device) -> None:
 
 def model_device(model: nn.Module, default: "torch.device | None" = None) -> torch.device:
     """Where ``model`` lives: its first parameter's device, else its first buffer's, else ``default``."""
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"model must be a torch.nn.Module, got {model!r:.80} ({type(model).__name__})")
+    if default is not None:
+        default = parse_device(default, name="default")
     for p in model.parameters():
         return p.device
     for b in model.buffers():
@@ -130,6 +140,8 @@ def model_device(model: nn.Module, default: "torch.device | None" = None) -> tor
 
 def is_oom(exc: BaseException) -> bool:
     """True when ``exc`` is an out-of-memory error from any torch allocator."""
+    if not isinstance(exc, BaseException):
+        raise ValueError(f"exc must be an exception, got {exc!r:.80} ({type(exc).__name__})")
     if isinstance(exc, OOM_ERRORS):
         return True
     return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()

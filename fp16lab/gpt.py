@@ -90,7 +90,7 @@ PRESETS: dict[str, GPTConfig] = {
 def preset(name: str, **overrides: object) -> GPTConfig:
     """The :data:`PRESETS` entry ``name`` with ``overrides`` applied (validated like any config)."""
     if not isinstance(name, str) or name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; allowed: {', '.join(map(repr, PRESETS))}")
+        raise ValueError(f"name: unknown preset {name!r}; allowed: {', '.join(map(repr, PRESETS))}")
     allowed = [f.name for f in fields(GPTConfig) if f.init]
     unknown = [k for k in overrides if k not in allowed]
     if unknown:

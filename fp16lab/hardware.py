@@ -111,40 +111,50 @@ PEAK_TFLOPS: dict[str, Peak] = {
     "V100": Peak("V100", 15.7, None, 125.0, None, 125.0, None, "NVIDIA V100 datasheet (SXM2)"),
 }
 
-# Matched in order against the lower-cased device name; a laptop or NVL part never falls
-# through to its desktop/SXM namesake, and a "Ti" never to the plain card.
-_NAME_PATTERNS: list[tuple[str, str | None]] = [
-    (r"h200", "H200"),
-    (r"h100.*\bnvl\b", "H100 NVL"),
-    (r"h100.*pcie", "H100 PCIe"),
-    (r"h100", "H100 SXM"),
-    (r"a100", "A100"),
-    (r"\ba10\b", "A10"),
-    (r"l40s", "L40S"),
-    (r"\bl4\b", "L4"),
-    (r"4090.*laptop", "RTX 4090 Laptop"),
-    (r"4090\s*d\b", "RTX 4090D"),
-    (r"4090", "RTX 4090"),
-    (r"4060.*laptop", "RTX 4060 Laptop"),
-    (r"3090\s*ti", None),
-    (r"3090", "RTX 3090"),
-    (r"3060\s*ti", None),
-    (r"3060.*laptop", None),
-    (r"3060", "RTX 3060"),
-    (r"\bt4\b", "T4"),
-    (r"v100", "V100"),
-]
+# The whole model name, as words, once the vendor, brand, memory-size and "GPU" words are
+# dropped: 'NVIDIA GeForce RTX 4090 D' -> ('4090', 'd'). A name matches only a model listed
+# here word for word, so a near miss (A1000 vs A100, 4090 D vs 4090, H200 NVL vs H200, a
+# laptop part vs its desktop namesake, a "Ti") gets no peak, never a neighbour's. The H200
+# NVL (a lower-clocked PCIe card) has no row: its peak is not the SXM part's.
+_MODEL_NAMES: dict[tuple[str, ...], str] = {
+    ("h200",): "H200", ("h200", "sxm"): "H200", ("h200", "sxm5"): "H200",
+    ("h100", "hbm3"): "H100 SXM", ("h100", "sxm"): "H100 SXM", ("h100", "sxm5"): "H100 SXM",
+    ("h100", "sxm5", "hbm3"): "H100 SXM", ("h100",): "H100 SXM",
+    ("h100", "nvl"): "H100 NVL",
+    ("h100", "pcie"): "H100 PCIe",
+    ("a100",): "A100", ("a100", "sxm4"): "A100", ("a100", "pcie"): "A100",  # same dense peaks
+    ("a10",): "A10",
+    ("l40s",): "L40S",
+    ("l4",): "L4",
+    ("4090",): "RTX 4090",
+    ("4090", "d"): "RTX 4090D", ("4090d",): "RTX 4090D",
+    ("4090", "laptop"): "RTX 4090 Laptop",
+    ("4060", "laptop"): "RTX 4060 Laptop",
+    ("3090",): "RTX 3090",
+    ("3060",): "RTX 3060", ("3060", "lite", "hash", "rate"): "RTX 3060",  # LHR: the same chip and clocks
+    ("t4",): "T4",
+    ("v100", "sxm2"): "V100",  # the row is the SXM2 part; the PCIe V100 has a lower peak
+}
+_DROPPED_WORDS = {"nvidia", "geforce", "rtx", "tesla", "gpu", "tensor", "core"}
+_MEMORY_WORD = re.compile(r"\d+(\.\d+)?(gb|g|gib)")
+
+
+def _model_words(gpu_name: str) -> tuple[str, ...]:
+    """The words that name the model: lower case, split at spaces, '-' and '_', brand and memory dropped."""
+    words = re.split(r"[\s\-_/]+", gpu_name.lower().strip())
+    return tuple(w for w in words if w and w not in _DROPPED_WORDS and not _MEMORY_WORD.fullmatch(w))
 
 
 def peak_for(gpu_name: str) -> Peak | None:
-    """The cited :class:`Peak` row for a device name such as ``'NVIDIA GeForce RTX 4090 D'``, or None."""
+    """The cited :class:`Peak` row for a device name such as ``'NVIDIA GeForce RTX 4090 D'``, or None.
+
+    The whole model name must match a known model (see ``_MODEL_NAMES``); an unknown or
+    near-miss name gets None ("no peak known"), never a neighbouring chip's row.
+    """
     if not isinstance(gpu_name, str):
         raise ValueError(f"gpu_name must be a device name string, got {gpu_name!r} ({type(gpu_name).__name__})")
-    name = gpu_name.lower()
-    for pattern, key in _NAME_PATTERNS:
-        if re.search(pattern, name):
-            return PEAK_TFLOPS[key] if key else None
-    return None
+    key = _MODEL_NAMES.get(_model_words(gpu_name))
+    return PEAK_TFLOPS[key] if key else None
 
 
 def _capability(value: object, name: str = "capability") -> tuple[int, int]:
@@ -219,7 +229,7 @@ def _parse_profile(name: object) -> Profile | None:
     if isinstance(name, str) and name.strip().lower() in PROFILES:
         return PROFILES[name.strip().lower()]
     raise ValueError(
-        f"unknown hardware profile {name!r}; known: {', '.join(PROFILES)} (or 'none')"
+        f"name: unknown hardware profile {name!r}; known: {', '.join(PROFILES)} (or 'none')"
     )
 
 

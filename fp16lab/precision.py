@@ -63,6 +63,8 @@ def parse_precision(value: "Precision | str", *, name: str = "precision") -> Pre
     One rule everywhere: precisions are these names, not dtypes (``torch.float16``) or dtype
     names (``'float16'``): ``'fp32'`` and ``'tf32'`` share a dtype, so a dtype cannot say which.
     """
+    if not isinstance(name, str):
+        raise ValueError(f"name must be the argument's name (a str), got {name!r}")
     if isinstance(value, Precision):
         return value
     if isinstance(value, str) and value.strip().lower() in ALLOWED:

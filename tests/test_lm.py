@@ -359,7 +359,7 @@ def test_train_lm_refuses_before_building_batches(kwargs: dict, match: str, monk
      (lambda m: saved_activation_bytes("m", torch.zeros(1, 4, dtype=torch.long), torch.zeros(1, 4, dtype=torch.long)),
       "model must be a torch.nn.Module"),
      (lambda m: saved_activation_bytes(m, torch.zeros(1, 4), torch.zeros(1, 4, dtype=torch.long)),
-      "idx must hold integer ids"),
+      "inputs must hold integer ids"),
      (lambda m: saved_activation_bytes(m, torch.zeros(1, 4, dtype=torch.long), torch.zeros(1, 2, dtype=torch.long)),
       "targets must have the shape"),
      (lambda m: sdpa_kernel_ran(None), "fn must be a function"),

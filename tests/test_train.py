@@ -540,8 +540,8 @@ def test_optimizer_missing_parameters_is_refused_before_training() -> None:
     with pytest.raises(ValueError, match=r"optimizer does not hold 2 .*3\.weight, 3\.bias.*after changing the model"):
         fit(m, ld, opt, precision="fp32", steps=2, callbacks=[])
     assert ld.iterated == 0 and _same_state(before, _state(m))
-    # train_step (called every step) does not walk the model; an optimizer of another model is still refused
-    with pytest.raises(ValueError, match="none of the optimizer's parameters got a gradient"):
+    # train_step refuses an optimizer of another model at its entry (checks.optimizer_holds, as fit)
+    with pytest.raises(ValueError, match="optimizer holds none of this model's parameters"):
         train_step(m, torch.optim.SGD(mlp().parameters(), lr=0.1), make_scaler("fp32", "cpu"), [data(8)[:]],
                    precision="fp32")
     assert _same_state(before["model"], _state(m)["model"]) and all(q.grad is None for q in m.parameters())

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from fp16lab.checks import path, sequence_of
 from fp16lab.course import paths as _paths
 from fp16lab.course.student import cell_source, exercises
 
@@ -53,9 +54,10 @@ def record_timings(
     """
     import nbformat
 
-    tfile = Path(timings_file or _paths.timings_file())
+    tfile = _paths.timings_file() if timings_file is None else path("timings_file", timings_file)
     table = _load_timings(tfile)
-    todo = [Path(p) for p in paths] if paths else _paths.lessons()
+    todo = sequence_of("paths", paths, example="['notebooks/02_amp_training_loop.ipynb']", item=path) \
+        if paths is not None else _paths.lessons()
     if not paths:  # forget lessons that no longer exist
         table = {k: v for k, v in table.items() if k in {p.name for p in todo}}
     for lesson in todo:
@@ -134,8 +136,14 @@ def _fmt(run: dict[str, Any] | None) -> str:
 
 
 def agenda_table(timings_file: "str | Path | None" = None) -> str:
-    """The agenda as a markdown table: lesson, measured quick-mode and full-mode run times."""
-    table = _load_timings(Path(timings_file or _paths.timings_file()))
+    """The agenda as a markdown table: lesson, measured quick-mode and full-mode run times.
+
+    A missing timings file is an error (a wrong path must not read as "not measured yet").
+    """
+    from fp16lab.checks import existing_path
+
+    table = _load_timings(existing_path("timings_file", _paths.timings_file() if timings_file is None
+                                        else timings_file, kind="file"))
     rows = [
         "| Lesson | Exercises (answer variables) | Quick mode: run all, measured | Full mode: run all, measured |",
         "| --- | --- | --- | --- |",
@@ -163,7 +171,7 @@ def agenda_table(timings_file: "str | Path | None" = None) -> str:
 
 def update_agenda(guide: "str | Path | None" = None, timings_file: "str | Path | None" = None) -> bool:
     """Rewrite the table between the agenda markers of the instructor guide; True if it changed."""
-    g = Path(guide or _paths.instructors_guide())
+    g = _paths.instructors_guide() if guide is None else path("guide", guide)
     return _paths.replace_block(g, AGENDA_START, AGENDA_END, agenda_table(timings_file))
 
 
@@ -171,7 +179,7 @@ def agenda_problems(root: "str | Path | None" = None) -> list[str]:
     """Why the recorded timings or the guide's agenda are out of date (one line each)."""
     import nbformat
 
-    tfile, guide = _paths.timings_file(root), _paths.instructors_guide(root)
+    tfile, guide = _paths.timings_file(root), _paths.instructors_guide(root)  # root checked by paths
     problems = []
     table = _load_timings(tfile)
     for lesson in _paths.lessons(_paths.notebooks_dir(root)):
@@ -180,7 +188,9 @@ def agenda_problems(root: "str | Path | None" = None) -> list[str]:
         got = (table.get(lesson.name) or {}).get(mode or "") or {}
         if secs is not None and got.get("seconds") != secs:
             problems.append(f"{lesson.name}: its {mode}-mode run time {secs} s is not in {tfile.name}")
-    if not guide.exists():
+    if not tfile.is_file():
+        problems.append(f"{tfile.name}: missing (it records each lesson's measured run times)")
+    elif not guide.exists():
         problems.append(f"{guide.name}: missing (the agenda lives between {AGENDA_START} and {AGENDA_END})")
     elif f"{AGENDA_START}\n{agenda_table(tfile)}\n{AGENDA_END}" not in guide.read_text(encoding="utf-8"):
         problems.append(f"{guide.name}: agenda table differs from {tfile.name}")

@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from fp16lab.checks import path as _path
 from fp16lab.course import paths as _paths
 
 __all__ = [
@@ -74,7 +75,7 @@ def _env_overrides() -> dict[str, Any]:
 
 def write_lab_settings(folder: "str | Path") -> Path:
     """Write the lab's application settings (the environment's overrides + ours) into ``folder``."""
-    target = Path(folder)
+    target = _path("folder", folder)
     target.mkdir(parents=True, exist_ok=True)
     data = _merge(_env_overrides(), SETTINGS_OVERRIDES)
     path = target / "overrides.json"
@@ -100,8 +101,8 @@ def lab_command(
     the start page, settings in ``notebooks/work/.lab-settings``. ``--allow-root`` only when
     run as root (containers, lab servers).
     """
-    nbdir = Path(notebooks).resolve()
-    settings = Path(settings_dir) if settings_dir is not None else nbdir / "work" / SETTINGS_DIR
+    nbdir = _path("notebooks", notebooks).resolve()
+    settings = _path("settings_dir", settings_dir) if settings_dir is not None else nbdir / "work" / SETTINGS_DIR
     cmd = [
         sys.executable, "-m", "jupyter", "lab",
         f"--ServerApp.root_dir={nbdir}",

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fp16lab import checks
 from fp16lab.course import paths as _paths
 
 __all__ = [
@@ -197,7 +198,7 @@ def execute(path: "str | Path", *, timeout: int = 1200) -> float:
     import nbformat
     from nbclient import NotebookClient
 
-    p = Path(path)
+    p = checks.path("path", path)
     nb = nbformat.read(p, as_version=4)
     first = _first_code(nb)
     if first is not None:
@@ -221,7 +222,7 @@ def stale(path: "str | Path") -> str | None:
     """
     import nbformat
 
-    nb = nbformat.read(Path(path), as_version=4)
+    nb = nbformat.read(checks.path("path", path), as_version=4)
     meta = nb.metadata.get(KEY)
     if not meta or "code_sha256" not in meta:
         return "no fp16lab metadata: run `python -m fp16lab outputs run` on it"

@@ -12,6 +12,9 @@ import os
 import re
 from pathlib import Path
 
+from fp16lab.checks import existing_path, path
+from fp16lab.checks import text as checks_text
+
 __all__ = [
     "ROOT_ENV",
     "PROJECT_NAME",
@@ -66,7 +69,7 @@ def _project_name(pyproject: Path) -> str | None:
 
 def is_repo_root(folder: "str | Path") -> bool:
     """True when ``folder`` holds a pyproject.toml whose project is named ``fp16lab``."""
-    return _project_name(Path(folder) / "pyproject.toml") == PROJECT_NAME
+    return _project_name(path("folder", folder) / "pyproject.toml") == PROJECT_NAME
 
 
 def _search_up(start: Path) -> Path | None:
@@ -92,7 +95,7 @@ def repo_root(start: "str | Path | None" = None) -> Path:
                 f"with [project] name = {PROJECT_NAME!r}. Point it at your clone, or unset it."
             )
         return root
-    starts = [Path(start).expanduser().resolve()] if start is not None else [
+    starts = [path("start", start).expanduser().resolve()] if start is not None else [
         Path.cwd().resolve(), Path(__file__).resolve().parent]
     for s in starts:
         found = _search_up(s if s.is_dir() else s.parent)
@@ -108,7 +111,7 @@ def repo_root(start: "str | Path | None" = None) -> Path:
 
 def notebooks_dir(root: "str | Path | None" = None) -> Path:
     """``notebooks/``: the lessons, the start page and the instructor guide."""
-    return Path(root or repo_root()) / "notebooks"
+    return (repo_root() if root is None else path("root", root)) / "notebooks"
 
 
 def student_dir(root: "str | Path | None" = None) -> Path:
@@ -137,13 +140,14 @@ def start_page(root: "str | Path | None" = None) -> Path:
 
 
 def lessons(folder: "str | Path | None" = None) -> list[Path]:
-    """The lessons ``NN_name.ipynb`` in ``folder`` (default: notebooks/), in order."""
-    return sorted(Path(folder or notebooks_dir()).glob(LESSON_GLOB))
+    """The lessons ``NN_name.ipynb`` in ``folder`` (default: notebooks/), in order; a missing folder is an error."""
+    where = existing_path("folder", notebooks_dir() if folder is None else folder, kind="dir")
+    return sorted(where.glob(LESSON_GLOB))
 
 
 def notebook_file(value: str) -> Path:
     """A command-line notebook argument: an existing ``.ipynb`` file, else an error that quotes it."""
-    p = Path(value)
+    p = path("value", value)
     if p.suffix != ".ipynb" or not p.is_file():
         why = "does not exist" if not p.exists() else "is not a .ipynb file"
         raise argparse.ArgumentTypeError(f"{value!r} {why}; give a notebook such as "
@@ -153,6 +157,7 @@ def notebook_file(value: str) -> Path:
 
 def positive_seconds(value: str) -> int:
     """A command-line time limit: a whole number of seconds >= 1, else an error that quotes it."""
+    checks_text("value", value)
     try:
         seconds = int(value)
     except ValueError:
@@ -167,7 +172,9 @@ def replace_block(path: "str | os.PathLike[str]", start: str, end: str, body: st
 
     Guides keep generated tables between marker comments; the text around them is left as it is.
     """
-    p = Path(path)
+    for arg, value in (("start", start), ("end", end), ("body", body)):
+        checks_text(arg, value)
+    p = existing_path("path", path, kind="file")
     text = p.read_text(encoding="utf-8")
     if start not in text or end not in text.split(start, 1)[1]:
         raise ValueError(f"{str(p)!r} lacks the markers {start!r} ... {end!r} around its generated block")

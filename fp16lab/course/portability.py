@@ -31,6 +31,7 @@ from typing import Any
 
 import pandas as pd
 
+from fp16lab import checks
 from fp16lab.checks import boolean, positive_float, positive_int
 from fp16lab.course import paths
 from fp16lab.course.outputs import code_digest
@@ -50,7 +51,7 @@ def matrix_path() -> Path:
 
 def load_matrix(path: "str | os.PathLike[str] | None" = None) -> pd.DataFrame:
     """The recorded rows (an empty table with the columns when nothing is recorded yet)."""
-    p = Path(path) if path is not None else matrix_path()
+    p = checks.path("path", path) if path is not None else matrix_path()
     if not p.exists():
         return pd.DataFrame(columns=list(COLUMNS))
     payload = json.loads(p.read_text(encoding="utf-8"))
@@ -61,7 +62,7 @@ def load_matrix(path: "str | os.PathLike[str] | None" = None) -> pd.DataFrame:
 
 def record(rows: Sequence[dict[str, Any]], path: "str | os.PathLike[str] | None" = None) -> Path:
     """Add ``rows`` to the matrix, replacing earlier rows of the same lesson and profile."""
-    p = Path(path) if path is not None else matrix_path()
+    p = checks.path("path", path) if path is not None else matrix_path()
     old = load_matrix(p)
     new = pd.DataFrame(list(rows), columns=list(COLUMNS))
     keys = set(zip(new["lesson"], new["profile"], strict=True))
@@ -311,7 +312,7 @@ GUIDE_END = "<!-- portability:end -->"
 
 def update_guide(guide: "str | os.PathLike[str] | None" = None) -> bool:
     """Write :func:`matrix_table` between the markers of the instructor guide; True when it changed."""
-    p = Path(guide) if guide is not None else paths.instructors_guide()
+    p = checks.path("guide", guide) if guide is not None else paths.instructors_guide()
     return paths.replace_block(p, GUIDE_START, GUIDE_END, matrix_table())
 
 

@@ -23,6 +23,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from fp16lab import checks
 from fp16lab.course import paths as _paths
 
 __all__ = ["UNITS", "MARKERS", "is_marked", "measured_numbers", "markdown_hits", "next_link_problem",
@@ -46,11 +47,13 @@ _URL = re.compile(r"https?://\S+|\]\([^)]*\)")
 
 def is_marked(line: str) -> bool:
     """True when ``line`` carries one of :data:`MARKERS` (so its numbers are cited, not measured)."""
+    checks.text("line", line)
     return bool(_MARK.search(line))
 
 
 def measured_numbers(line: str) -> list[str]:
     """The number-with-unit strings on one markdown line that are not marked as cited."""
+    checks.text("line", line)
     if is_marked(line):
         return []
     return [m.group(0) for m in _PATTERN.finditer(_URL.sub("", line))]
@@ -63,6 +66,7 @@ def _source(cell: Any) -> str:
 
 def markdown_hits(nb: Any) -> list[tuple[int, str, list[str]]]:
     """Every (cell index, line, numbers) in ``nb``'s markdown with an unmarked number and unit."""
+    checks.notebook("nb", nb)
     hits = []
     for i, cell in enumerate(nb.cells):
         if cell.get("cell_type") != "markdown":
@@ -85,8 +89,11 @@ def next_link_problem(nb: Any, lesson: "str | Path", lessons: "list[Path] | None
     also counts, so that a lesson can point at the next one while that is still being written.
     After the last lesson, the link goes to the start page ``README.md``.
     """
-    path = Path(lesson)
-    order = [p.name for p in (lessons if lessons is not None else _paths.lessons(path.parent))]
+    checks.notebook("nb", nb)
+    path = checks.path("lesson", lesson)
+    given = None if lessons is None else checks.sequence_of("lessons", lessons, example="[Path('01_x.ipynb')]",
+                                                             allow_empty=True, item=checks.path)
+    order = [p.name for p in (given if given is not None else _paths.lessons(path.parent))]
     if path.name not in order:
         raise ValueError(f"lesson must be one of {order}, got {path.name!r}")
     i = order.index(path.name)
@@ -109,7 +116,7 @@ def lint_lesson(lesson: "str | Path") -> list[str]:
     """All prose problems of one lesson file, one line each (empty when it is clean)."""
     import nbformat
 
-    path = Path(lesson)
+    path = checks.path("lesson", lesson)
     nb = nbformat.read(path, as_version=4)
     problems = [f"cell {i}: {', '.join(found)} typed into markdown (not marked as cited): {line[:120]}"
                 for i, line, found in markdown_hits(nb)]

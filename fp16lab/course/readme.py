@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from fp16lab import checks
 from fp16lab.course import paths
 
 __all__ = ["TARGET_FILES", "targets_table", "RESULTS_PAGE", "BLOCKS", "write_results_page", "REUSE_PAGE",
@@ -24,8 +25,16 @@ def _num(v: Any) -> str:
     return f"{v:.3g}" if isinstance(v, (int, float)) else str(v)
 
 
+def _lesson_and_stem(name: str, value: object) -> tuple[str, str]:
+    if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, str) for v in value):
+        return value
+    raise ValueError(f"{name} must be a (lesson, results stem) pair of str, got {value!r}")
+
+
 def targets_table(files: Sequence[tuple[str, str]] = TARGET_FILES) -> str:
     """One markdown table of every target row in ``results/<stem>.json``, with where it was measured."""
+    files = checks.sequence_of("files", files, example="[('07 transformers', 'transformers_targets')]",
+                               item=_lesson_and_stem)
     lines = ["| lesson | target | measured | goal | met | measured on |", "|---|---|---|---|---|---|"]
     for lesson, stem in files:
         payload = json.loads((paths.repo_root() / "results" / f"{stem}.json").read_text(encoding="utf-8"))

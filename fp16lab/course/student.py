@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fp16lab import checks
 from fp16lab.course import paths as _paths
 
 __all__ = [
@@ -73,11 +74,13 @@ class Exercise:
 
 def cell_source(cell: Any) -> str:
     """A cell's source as one string (nbformat may store a list of lines)."""
+    checks.notebook_cell("cell", cell)
     return cell.source if isinstance(cell.source, str) else "".join(cell.source)
 
 
 def cell_tags(cell: Any) -> list[str]:
     """A cell's tags (empty when it has none)."""
+    checks.notebook_cell("cell", cell)
     return list(cell.get("metadata", {}).get("tags", []))
 
 
@@ -105,6 +108,8 @@ def assigned_names(source: str, *, where: str = "solution cell") -> tuple[str, .
     assignments inside functions and classes are local and do not count.
     Raises ValueError (quoting the cell) when the cell assigns no plain variable.
     """
+    checks.text("source", source)
+    checks.text("where", where)
     names: list[str] = []
 
     def visit(body: list[ast.stmt]) -> None:
@@ -136,6 +141,7 @@ def answer_names(solution: str, check: str, *, where: str = "exercise") -> tuple
     Helpers the solution computes on the way (and the check does not read) stay the
     student's business. Raises ValueError when the check reads none of them.
     """
+    checks.text("solution", solution), checks.text("check", check), checks.text("where", where)
     assigned = assigned_names(solution, where=f"{where}: solution cell")
     read = {n.id for n in ast.walk(_parse(check, f"{where}: check cell"))
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
@@ -150,6 +156,7 @@ def answer_names(solution: str, check: str, *, where: str = "exercise") -> tuple
 
 def prompt_source(names: Sequence[str]) -> str:
     """What a student sees in place of a solution: ``name = None  # your code here``."""
+    names = checks.sequence_of("names", names, example="['answer']", item=checks.text)
     return "\n".join(f"{n} = None  # your code here" for n in names)
 
 
@@ -171,6 +178,8 @@ def exercises(nb: Any, *, name: str = "notebook") -> list[Exercise]:
     solution is not followed by a ``check`` code cell (before the next solution), or when a
     check cell has no solution before it.
     """
+    checks.notebook("nb", nb)
+    checks.text("name", name)
     found: list[Exercise] = []
     pending: int | None = None  # index of a solution cell still waiting for its check
     for i, cell in enumerate(nb.cells):
@@ -216,6 +225,8 @@ def make_student_copy(nb: Any, *, name: str = "lesson.ipynb") -> Any:
     ``# NBVAL_RAISES_EXCEPTION``; a ``raises-exception`` tag is removed so that Run All stops
     there); a banner cell says where the copy came from. ``name`` is the lesson's file name.
     """
+    checks.notebook("nb", nb)
+    checks.text("name", name)
     import nbformat
 
     found = exercises(nb, name=name)
@@ -259,9 +270,17 @@ def make_student_copy(nb: Any, *, name: str = "lesson.ipynb") -> Any:
     return out
 
 
+def _lesson_paths(paths: object) -> list[Path]:
+    """Lessons given as a list of paths, or every lesson when None (a bare string is refused)."""
+    if paths is None:
+        return _paths.lessons()
+    return checks.sequence_of("paths", paths, example="['notebooks/02_amp_training_loop.ipynb']", item=checks.path)
+
+
 def student_path(lesson: "str | Path", student_dir: "str | Path | None" = None) -> Path:
     """Where the student copy of ``lesson`` lives (default folder: notebooks/student/)."""
-    return Path(student_dir or _paths.student_dir()) / Path(lesson).name
+    folder = _paths.student_dir() if student_dir is None else checks.path("student_dir", student_dir)
+    return folder / checks.path("lesson", lesson).name
 
 
 def _render(lesson: Path) -> str:
@@ -278,7 +297,7 @@ def write_student_copies(
 
     Default folder: notebooks/student/. All copies are rendered before any is written.
     """
-    targets = [Path(p) for p in paths] if paths else _paths.lessons()
+    targets = _lesson_paths(paths)
     if not targets:
         raise ValueError(f"no lessons given and none found in {str(_paths.notebooks_dir())!r}")
     rendered = [(student_path(p, student_dir), _render(p)) for p in targets]  # all or nothing
@@ -297,8 +316,8 @@ def stale_student_copies(
 
     Covers missing and outdated copies, and copies whose lesson no longer exists.
     """
-    targets = [Path(p) for p in paths] if paths else _paths.lessons()
-    folder = Path(student_dir or _paths.student_dir())
+    targets = _lesson_paths(paths)
+    folder = _paths.student_dir() if student_dir is None else checks.path("student_dir", student_dir)
     problems = []
     for lesson in targets:
         dest = student_path(lesson, folder)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fp16lab import checks
 from fp16lab.course.student import (
     CHECK_TAG,
     PROMPT_TAG,
@@ -148,7 +149,8 @@ def verify_student_copy(
     import nbformat
     from nbclient import NotebookClient
 
-    spath, lpath = Path(student), Path(lesson)
+    spath, lpath = checks.path("student", student), checks.path("lesson", lesson)
+    timeout = checks.positive_int("timeout", timeout)
     nb = nbformat.read(spath, as_version=4)
     source = nbformat.read(lpath, as_version=4)
     solutions = exercises(source, name=lpath.name)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fp16lab import checks
 from fp16lab.course import paths as _paths
 
 __all__ = [
@@ -75,6 +76,8 @@ def work_copy(nb: Any, *, source: str) -> Any:
     the first output says that these are the reference machine's outputs until the learner runs
     the copy.
     """
+    checks.notebook("nb", nb)
+    checks.text("source", source)
     from fp16lab.course.outputs import KEY, code_digest, set_reference_note
 
     out = _copy.deepcopy(nb)
@@ -104,7 +107,8 @@ def _sources(root: Path) -> list[tuple[Path, Path]]:
     """(reference notebook, its place in the workspace) for every lesson and student copy."""
     nbdir, work = _paths.notebooks_dir(root), _paths.work_dir(root)
     pairs = [(p, work / p.name) for p in _paths.lessons(nbdir)]
-    pairs += [(p, work / "student" / p.name) for p in _paths.lessons(_paths.student_dir(root))]
+    student = _paths.student_dir(root)
+    pairs += [(p, work / "student" / p.name) for p in (_paths.lessons(student) if student.is_dir() else [])]
     return pairs
 
 
@@ -127,7 +131,7 @@ def prepare(root: "str | Path | None" = None) -> Workspace:
     Files already there are the learner's and are never overwritten; a copy whose lesson's code
     changed since is reported in ``behind``. Default ``root``: :func:`~fp16lab.course.paths.repo_root`.
     """
-    base = Path(root) if root is not None else _paths.repo_root()
+    base = checks.path("root", root) if root is not None else _paths.repo_root()
     ws = Workspace(_paths.work_dir(base))
     pairs = _sources(base)
     if not pairs:
@@ -187,7 +191,8 @@ def reset(names: Sequence[str], root: "str | Path | None" = None) -> list[tuple[
     before anything moves. An untouched copy is replaced without a backup. Returns (fresh copy,
     where the old one went or None).
     """
-    base = Path(root) if root is not None else _paths.repo_root()
+    names = checks.sequence_of("names", names, example="['02']", item=checks.text)
+    base = checks.path("root", root) if root is not None else _paths.repo_root()
     work = _paths.work_dir(base)
     pairs = _sources(base)
     chosen = [_resolve(n, pairs, work) for n in names]  # refuse before any change

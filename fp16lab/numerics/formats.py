@@ -68,6 +68,8 @@ def parse_format(fmt: FormatLike, *, name: str = "fmt") -> str:
     ``ValueError`` (naming ``name``, default ``'fmt'``) for anything else, with a hint for
     dtype names such as ``'float16'`` (use ``'fp16'`` or ``torch.float16``).
     """
+    if not isinstance(name, str):
+        raise ValueError(f"name must be the argument's name (a str), got {name!r}")
     if isinstance(fmt, torch.dtype) and fmt in _BY_DTYPE:
         return _BY_DTYPE[fmt]
     if isinstance(fmt, str) and fmt.strip().lower() in _LAYOUT:

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from fp16lab.checks import boolean, instance, non_negative_int, optimizer_holds, sequence_of
 from fp16lab.device import model_device, resolve_device
 from fp16lab.train.step import check_scheduler_drives
 
@@ -70,6 +71,8 @@ def check_writable_folder(path: "str | os.PathLike[str]", *, name: str = "checkp
     Called before any work starts, so a missing or read-only folder does not fail a run at
     its first save. Returns ``path`` as a :class:`~pathlib.Path`.
     """
+    if not isinstance(name, str):
+        raise ValueError(f"name must be the argument's name (a str), got {name!r}")
     p = _as_path(name, path)
     folder = p.parent
     if p.is_dir():
@@ -185,12 +188,8 @@ def _check_objects(model: object, optimizer: object, scaler: object, scheduler: 
             hasattr(scheduler, "state_dict") and hasattr(scheduler, "load_state_dict"))):
         raise ValueError(f"scheduler must be an LR scheduler (with state_dict/load_state_dict) or None, "
                          f"got {scheduler.__name__ + ' (a class: pass an instance)' if isinstance(scheduler, type) else type(scheduler).__name__}")
-    if optimizer is not None:
-        mine = {id(p) for p in model.parameters()}
-        held = [id(q) for g in optimizer.param_groups for q in g["params"]]
-        if held and not any(q in mine for q in held):  # extra parameters (e.g. a loss's own) are fine
-            raise ValueError(f"optimizer holds none of this model's parameters ({len(held)} others): it was built on "
-                             "another model, or before the model was changed; build it from model.parameters()")
+    if optimizer is not None and optimizer.param_groups and any(q.requires_grad for q in model.parameters()):
+        optimizer_holds(model, optimizer, every=False)  # extra parameters (e.g. a loss's own) are fine
     if scheduler is not None:
         check_scheduler_drives(scheduler, optimizer)
 
@@ -208,13 +207,12 @@ def read_checkpoint(
     file, not an fp16lab checkpoint, or misses a part.
     """
     p = _as_path("path", path)
+    boolean("weights_only", weights_only)
+    dev = resolve_device(map_location, name="map_location")
     if not p.exists():
         raise FileNotFoundError(f"no checkpoint at {str(p)!r}")
     if p.is_dir():
         raise ValueError(f"{str(p)!r} is a folder, not a checkpoint file")
-    if not isinstance(weights_only, bool):
-        raise ValueError(f"weights_only must be True or False, got {weights_only!r}")
-    dev = resolve_device(map_location, name="map_location")
     invalid = f"{str(p)!r} is not a valid, complete fp16lab checkpoint"
     size = p.stat().st_size
     if size == 0:
@@ -263,7 +261,13 @@ def check_checkpoint_fits(
     groups and per-parameter state shapes; the scheduler's class; and, when ``scaler_enabled``
     is not None, that a GradScaler state is present exactly when one is enabled.
     """
-    where = f"the checkpoint {str(path)!r}"
+    if not isinstance(payload, Mapping) or any(k not in payload for k in _KEYS):
+        raise ValueError("payload must be a checkpoint as read_checkpoint returns it (a dict with the keys "
+                         f"{', '.join(_KEYS)}), got {str(payload)[:60]!r} ({type(payload).__name__})")
+    where = f"the checkpoint {str(_as_path('path', path))!r}"
+    _check_objects(model, optimizer, None, scheduler)
+    if scaler_enabled is not None:
+        boolean("scaler_enabled", scaler_enabled)
     _check_model_state(payload["model"], model, where)
     classes = payload.get("classes") or {}
     for name, obj in (("optimizer", optimizer), ("scheduler", scheduler)):
@@ -422,12 +426,15 @@ class HistoryFile:
     checkpoint's mark (a crash between the append and the checkpoint) are cut at resume.
     """
 
-    def __init__(self, checkpoint: Path) -> None:
+    def __init__(self, checkpoint: "str | os.PathLike[str]") -> None:
+        checkpoint = _as_path("checkpoint", checkpoint)
         self.path = checkpoint.with_name(checkpoint.name + ".history.jsonl")
         self.mark: HistoryMark | None = None
 
     def save(self, rows: Sequence[Mapping[str, Any]]) -> HistoryMark:
         """Make the file hold ``rows`` (appending the new ones); return the new mark."""
+        rows = sequence_of("rows", rows, example="[{'step': 1, 'loss': 2.3}]", allow_empty=True,
+                           item=lambda n, r: instance(n, r, Mapping, "a dict (one history row)"))
         if self.mark is None:  # first save of this run: a new file, atomically
             run = secrets.token_hex(8)
             body = _jsonl([{"format": _HISTORY_FORMAT, "run": run}, *rows])
@@ -446,6 +453,8 @@ class HistoryFile:
 
     def read(self, mark: Mapping[str, Any], step: int) -> list[dict[str, Any]]:
         """The rows up to a checkpoint's mark, checked; nothing is changed."""
+        instance("mark", mark, Mapping, "a history mark (the dict a checkpoint records)")
+        step = non_negative_int("step", step)
         where = f"the history file {str(self.path)!r}"
         if not self.path.is_file():
             raise ValueError(f"{where} is missing: it holds the checkpoint's history; copy it next to the checkpoint")

@@ -12,7 +12,7 @@ and then, once, at the accumulation boundary::
     clip_grad_norm_(params, max_norm)          # optional; must follow unscale_
     scaler.step(optimizer)                     # skipped when a gradient is inf/NaN
     scaler.update()                            # halve the scale after a skip, grow it later
-    optimizer.zero_grad(set_to_none=True)
+    model.zero_grad(set_to_none=True)          # every gradient of the model, not only the optimizer's
     scheduler.step()                           # only when the step was not skipped
 
 Weighting each micro-batch loss by its share of the samples makes the accumulated gradient
@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fp16lab.checks import boolean, function, positive_float
+from fp16lab.checks import boolean, function, optimizer_holds, positive_float
 from fp16lab.device import model_device, resolve_device, resolve_model_device
 from fp16lab.precision import Precision, autocast, parse_precision
 
@@ -96,23 +96,17 @@ def _check_core(model: object, optimizer: object, scaler: object) -> list[torch.
         raise ValueError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
     if scaler is not None and not isinstance(scaler, torch.amp.GradScaler):
         raise ValueError(f"scaler must be a torch.amp.GradScaler or None, got {type(scaler).__name__}")
-    held = {id(q) for g in optimizer.param_groups for q in g["params"]}
-    params, names = [], []  # one pass over the model (it costs as much as a small step's launches)
-    for n, q in model.named_parameters():
-        if q.requires_grad:
-            params.append(q)
-            if id(q) not in held:
-                names.append(n)
-    if not params:
-        raise ValueError("the model has no trainable parameters (all have requires_grad=False)")
-    if names:
+    return optimizer_holds(model, optimizer)  # the one check, shared with every helper that takes both
+
+
+def _refuse_stale_grads(model: nn.Module) -> None:
+    """Refuse gradients train_step did not write: backward() would add this step's to them."""
+    stale = [n for n, q in model.named_parameters() if q.requires_grad and q.grad is not None]
+    if stale:
         raise ValueError(
-            f"the optimizer does not hold {len(names)} of the model's trainable parameters "
-            f"({', '.join(names[:3])}{' ...' if len(names) > 3 else ''}): they would never be updated. Build the "
-            "optimizer from model.parameters() after changing the model (e.g. after fp16lab.align.pad_layers); "
-            "to train only part of the model, freeze the rest with requires_grad_(False)"
-        )
-    return params
+            f"model: {len(stale)} trainable parameter(s) already hold a gradient ({', '.join(stale[:3])}"
+            f"{' ...' if len(stale) > 3 else ''}) from a backward() before this step; train_step would add this "
+            "step's gradients to them. Clear them first: model.zero_grad(set_to_none=True)")
 
 
 def _resolve_run_device(model: nn.Module, device: "torch.device | str | None") -> torch.device:
@@ -259,7 +253,7 @@ def _step(
             grad_norm = _total_norm([q.grad for q in params if q.grad is not None])
     scaler.step(optimizer)
     scaler.update()
-    optimizer.zero_grad(set_to_none=True)
+    model.zero_grad(set_to_none=True)  # every gradient this step's backward wrote, not only the optimizer's
     scale_t = _scale_tensor(scaler, dev)
     stats = [loss_sum, correct.float()]
     if grad_norm is not None:
@@ -303,10 +297,16 @@ def train_step(
     must return the batch mean, a 0-d tensor), no clipping, no scheduler, NCHW inputs, the
     gradient norm measured. Each micro-batch loss is weighted by its share of the step's
     samples, so the accumulated gradient equals that of one big batch, also for unequal
-    micro-batches. Clipping and the gradient norm cover the optimizer's parameters (a check
-    that it holds every trainable parameter of the model walks the whole model, so it is left
-    to :func:`fit`, once per run; an optimizer none of whose parameters got a gradient is
-    refused). Expects the gradients to be cleared (``None``) on entry and leaves them so.
+    micro-batches. Clipping and the gradient norm cover the optimizer's parameters; it must
+    hold at least one of the model's trainable parameters (two optimizers may share a model:
+    call train_step once with each; :func:`fit` requires one optimizer that holds them all).
+
+    Gradients: train_step owns every ``.grad`` of the model during the step. It refuses to
+    start when a trainable parameter of the model already has a gradient (an earlier
+    ``backward()`` that was not cleared would silently be added in: call
+    ``model.zero_grad(set_to_none=True)`` first), and it leaves every gradient of the model
+    ``None`` at the end (``model.zero_grad``, not only the optimizer's), so the next step,
+    also one with another optimizer of the same model, starts clean.
     The inputs are moved with ``non_blocking=True`` (fast from pinned memory). The host waits
     for the device once, at the end, to read the numbers it returns (and once at the start,
     for the scale; :func:`fit` keeps that number instead).
@@ -315,13 +315,13 @@ def train_step(
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise ValueError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
-    params = [q for g in optimizer.param_groups for q in g["params"] if q.requires_grad]  # no walk of the model
-    if not params:
-        raise ValueError("the optimizer holds no trainable parameters (all have requires_grad=False)")
+    params = optimizer_holds(model, optimizer, every=False)
+    _refuse_stale_grads(model)
     if not isinstance(scaler, torch.amp.GradScaler):
         raise ValueError(f"scaler must be a torch.amp.GradScaler, got {type(scaler).__name__}")
-    if not isinstance(batches, Sequence) or len(batches) == 0:
-        raise ValueError(f"batches must be a non-empty list of (inputs, targets) micro-batches, got {batches!r:.80}")
+    if not isinstance(batches, Sequence) or isinstance(batches, (str, bytes)) or len(batches) == 0:
+        raise ValueError(f"batches must be a non-empty list of (inputs, targets) micro-batches, got {batches!r:.80}: "
+                         "pass a list, e.g. [(x, y)]")
     p = parse_precision(precision)
     _check_scaler_fits(scaler, p)
     _check_scheduler(scheduler, optimizer)

@@ -20,6 +20,7 @@ from torch import nn
 
 from fp16lab.checks import boolean, instance, non_negative_int, one_of, positive_int
 from fp16lab.course.runtime.quick import pick
+from fp16lab.device import parse_device
 from fp16lab.precision import Precision, parse_precision
 
 __all__ = [
@@ -283,6 +284,7 @@ def default_configs(device: torch.device) -> list[str]:
     than FP32 on CPUs without native half math). Quick mode on CUDA: article, fp32_default and
     the recommended recipe.
     """
+    device = parse_device(device)  # 'gpu' is not a device: a clear ValueError, not an AttributeError
     if device.type == "cuda":
         return pick(quick=["article", "fp32_default", RECOMMENDED], full=list(COMPARISON))
     return ["fp32_true", "fp32_default", "bf16_cl"]
@@ -382,6 +384,8 @@ def parse_configs(configs: Iterable[object], *, name: str = "configs") -> list[B
 
 def unsupported_reason(cfg: BenchConfig, device: torch.device) -> str | None:
     """Why ``device`` cannot run ``cfg`` (the row is skipped with this reason), or None."""
+    instance("cfg", cfg, BenchConfig, "a BenchConfig (parse_configs builds them)")
+    device = parse_device(device)
     if cfg.cuda_only and device.type != "cuda":
         what = "the article's loop calls .cuda()" if cfg.loop == "article" else "CUDA graphs exist only on CUDA"
         return f"needs a CUDA GPU ({what}); this device is {device.type}"

@@ -165,7 +165,8 @@ def make_plan(model: ModelArg, configs: Sequence[ConfigArg] | None, batch_sizes:
     names = [c.name for c in cfgs]
     sizes = validate_batch_sizes(batch_sizes)
     sweep_sizes = validate_batch_sizes(sweep_batch_sizes, name="sweep_batch_sizes", allow_empty=True)
-    scfgs = parse_configs(sweep_configs, name="sweep_configs") if sweep_sizes else []
+    scfgs = parse_configs(sweep_configs, name="sweep_configs")  # checked even when unused: no silent wrong input
+    scfgs = scfgs if sweep_sizes else []
     sweep = [(c, b) for c in scfgs for b in sweep_sizes if (c.name, b) not in {(n, s) for n in names for s in sizes}]
     exp = parse_configs(explore, name="explore")
     clash = [c.name for c in exp if c.name in names]

@@ -18,7 +18,15 @@ import pandas as pd
 import torch
 from torch import nn
 
-from fp16lab.checks import boolean, non_negative_int, one_of, positive_float, positive_int
+from fp16lab.checks import (
+    boolean,
+    instance,
+    non_negative_int,
+    one_of,
+    positive_float,
+    positive_int,
+    sequence_of,
+)
 from fp16lab.course.runtime.results import Measured, load_reference, measure_or_reference
 from fp16lab.data import SyntheticLanguage
 from fp16lab.device import OOM_ERRORS, free_memory, model_device, resolve_device
@@ -61,11 +69,8 @@ def _check_fp8_layers(make_model: ModelFactory, module_filter: Any) -> None:
 
 
 def _recipes(recipes: Sequence[str]) -> list[str]:
-    if isinstance(recipes, str):
-        recipes = [recipes]
-    out = [one_of("recipes", r, RECIPES) for r in recipes]
-    if not out:
-        raise ValueError(f"recipes is empty; give one or more of {', '.join(map(repr, RECIPES))}")
+    out = sequence_of("recipes", recipes, example="['tensorwise']", single=True,
+                      item=lambda n, r: one_of(n, r, RECIPES))  # one recipe name is a list of one
     return out
 
 
@@ -154,6 +159,7 @@ def fp8_curves(
     steps, batch = positive_int("steps", steps), positive_int("batch", batch)
     p = parse_precision(precision).value
     boolean("progress", progress)
+    instance("lang", lang, SyntheticLanguage, "a fp16lab.data.SyntheticLanguage")
     runs: list[str | None] = [None, *_recipes(recipes)]
     kwargs = {"steps": steps, "batch": batch, "precision": p, "lr": positive_float("lr", lr), "progress": False,
               "eval_batches": positive_int("eval_batches", eval_batches), "eval_every": eval_every}

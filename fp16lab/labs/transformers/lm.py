@@ -25,7 +25,15 @@ import pandas as pd
 import torch
 from torch import nn
 
-from fp16lab.checks import boolean, instance, non_negative_int, positive_float, positive_int
+from fp16lab.checks import (
+    boolean,
+    instance,
+    integer_tensor,
+    non_negative_int,
+    optimizer_holds,
+    positive_float,
+    positive_int,
+)
 from fp16lab.data import SyntheticLanguage
 from fp16lab.device import model_device, parse_device, resolve_device, synchronize
 from fp16lab.gpt import GPT, flops_per_token, lm_loss
@@ -45,9 +53,13 @@ def _gpt(model: object) -> GPT:
     return inner
 
 
-def _optimizer(optimizer: object) -> "torch.optim.Optimizer | None":
+def _optimizer(model: nn.Module, optimizer: object, *, every: bool = True,
+               only_model: bool = False) -> "torch.optim.Optimizer | None":
+    """None, or an optimizer built on ``model`` (checks.optimizer_holds: the check fit uses too)."""
     if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
         raise ValueError(f"optimizer must be None or a torch.optim.Optimizer over the model's parameters, got {optimizer!r}")
+    if optimizer is not None:
+        optimizer_holds(model, optimizer, every=every, only_model=only_model)
     return optimizer
 
 
@@ -131,7 +143,7 @@ def train_lm(
         raise ValueError(f"warmup must be <= steps={steps} (the LR would never reach its peak), got {warmup!r}")
     eval_every = max(1, steps // 10) if eval_every is None else positive_int("eval_every", eval_every)
     positive_int("eval_batches", eval_batches)
-    _optimizer(optimizer)
+    _optimizer(model, optimizer)
     boolean("progress", progress)
     if desc is not None and not isinstance(desc, str):
         raise ValueError(f"desc must be a str or None, got {desc!r}")
@@ -204,7 +216,7 @@ def lm_throughput(
     boolean("compile", compile)
     if peak_tflops is not None:
         positive_float("peak_tflops", peak_tflops)
-    _optimizer(optimizer)
+    _optimizer(model, optimizer)
     dev = model_device(model)
     T = gpt.cfg.seq_len
     g = torch.Generator(device=dev).manual_seed(0)
@@ -255,6 +267,8 @@ def saved_activation_bytes(model: nn.Module, inputs: torch.Tensor, targets: torc
     the weights are included. Default ``precision="fp32"``. Runs one backward to free the graph.
     """
     instance("model", model, nn.Module, "a torch.nn.Module (a GPT)")
+    integer_tensor("inputs", inputs, dims=2, shape="(batch, seq_len)")
+    instance("targets", targets, torch.Tensor, "a tensor of target ids")
     p = parse_precision(precision)
     dev = model_device(model)
     params = {q.untyped_storage().data_ptr() for q in model.parameters()}
@@ -280,7 +294,7 @@ def state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer | None = None
     Shared tensors (tied weights) count once. The optimizer's scalar step counters are left out.
     """
     instance("model", model, nn.Module, "a torch.nn.Module")
-    _optimizer(optimizer)
+    _optimizer(model, optimizer, every=False, only_model=True)  # another model's state must not count
     n_params = sum(q.numel() for q in model.parameters())
     rows: list[dict[str, Any]] = []
     seen: set[int] = set()
