@@ -14,9 +14,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from fp16lab.debug import first_nonfinite
+from fp16lab.gpt import GPT, GPTConfig
 from fp16lab.labs.inference.decode import _plan as decode_plan
 from fp16lab.labs.inference.decode import _step_fn, copy_bandwidth, decode_benchmark, decode_bytes
-from fp16lab.gpt import GPT, GPTConfig
 from fp16lab.labs.inference.graphs import capture_cuda_graph, compile_for_inference
 from fp16lab.labs.inference.infer import (
     Variant,
@@ -612,3 +612,22 @@ def test_decode_benchmark_refuses_duplicates_and_empty_labels(kwargs, words):
     model = GPT(GPTConfig(vocab_size=16, seq_len=8, d_model=16, n_layers=1, n_heads=2))
     with pytest.raises(ValueError, match=words):
         decode_benchmark(model, steps=2, **kwargs)
+
+
+def test_compile_for_inference_shows_the_models_own_error_for_a_wrong_input():
+    model = nn.Sequential(nn.Linear(8, 4))
+    with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied") as info:
+        compile_for_inference(model, torch.ones(2, 5), mode=None, backend="eager")
+    notes = "\n".join(getattr(info.value, "__notes__", []))
+    assert "before compiling" in notes and "Dynamo" not in str(info.value)
+
+
+def test_compile_for_inference_runs_the_model_eagerly_once_before_compiling():
+    calls: list[bool] = []
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        calls.append(torch.compiler.is_compiling())
+        return x * 2
+
+    compile_for_inference(f, torch.ones(3), mode=None, backend="eager", calls=1)
+    assert calls[0] is False  # the first call ran outside the compiler

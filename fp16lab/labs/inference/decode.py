@@ -34,7 +34,7 @@ from fp16lab.checks import boolean, instance, non_negative_int, one_of, positive
 from fp16lab.device import free_memory, is_oom, model_device, resolve_device
 from fp16lab.gpt import GPT, GPTConfig, flops_per_token
 from fp16lab.labs.inference.graphs import capture_cuda_graph
-from fp16lab.precision import precision_context
+from fp16lab.precision import autocast, precision_context
 from fp16lab.timing import Timing, time_cuda_events, time_fn
 
 __all__ = ["DecodeBytes", "decode_bytes", "CopyBandwidth", "copy_bandwidth", "GRAPH_MODES", "decode_benchmark"]
@@ -236,11 +236,11 @@ def _plan(model: object, batch_sizes: object, steps: object, max_len: object, gr
 
 def _step_fn(model: GPT, tok: torch.Tensor, pos: torch.Tensor, plan: _DecodePlan) -> Callable[[], None]:
     """One greedy step that feeds itself: next token into ``tok``, position + 1 (mod max_len) into ``pos``."""
-    dtype = plan.autocast
+    precision = {torch.float16: "fp16", torch.bfloat16: "bf16"}.get(plan.autocast, "fp32")  # type: ignore[arg-type]
 
     def step() -> None:
-        with torch.autocast(plan.device.type, dtype=dtype or torch.float32, enabled=dtype is not None,
-                            cache_enabled=False):  # no weight-cast cache: required inside CUDA graphs
+        # cache_enabled=False: no weight-cast cache, required inside CUDA graphs
+        with autocast(precision, plan.device, cache_enabled=False):
             logits = model.decode_step(tok, pos)
         tok.copy_(logits[:, -1].argmax(-1, keepdim=True))
         pos.copy_(torch.remainder(pos + 1, plan.max_len))
