@@ -631,3 +631,19 @@ def test_compile_for_inference_runs_the_model_eagerly_once_before_compiling():
 
     compile_for_inference(f, torch.ones(3), mode=None, backend="eager", calls=1)
     assert calls[0] is False  # the first call ran outside the compiler
+
+
+def test_datasheet_bandwidth_by_name_and_memory():
+    from fp16lab.hardware import PEAK_TFLOPS
+    from fp16lab.labs.inference.decode import DATASHEET_GB_S, datasheet_bandwidth
+
+    assert set(DATASHEET_GB_S) == set(PEAK_TFLOPS)  # every card with a peak has a bandwidth
+    assert datasheet_bandwidth("NVIDIA H200") == 4800.0
+    assert datasheet_bandwidth("NVIDIA A100-SXM4-40GB", 39.6) == 1555.0
+    assert datasheet_bandwidth("NVIDIA A100-SXM4-80GB", 79.2) == 2039.0
+    assert datasheet_bandwidth("NVIDIA GeForce RTX 4060 Laptop GPU") == 256.0
+    assert datasheet_bandwidth("Some Future GPU") is None
+    with pytest.raises(ValueError, match="gpu_name must be a GPU name"):
+        datasheet_bandwidth(4800)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="memory_gib must be a number of GiB > 0"):
+        datasheet_bandwidth("NVIDIA H200", "80")  # type: ignore[arg-type]
