@@ -1,4 +1,4 @@
-"""Honest timing: warm-up, synchronisation, many runs, the median.
+"""Honest timing (warm-up, synchronisation, many runs, the median) and the one profiler.
 
 Built on ``torch.utils.benchmark`` (it synchronises the accelerator around each timed
 block) and, where single launches matter, CUDA events.
@@ -9,10 +9,12 @@ from __future__ import annotations
 import inspect
 import logging
 import math
+import re
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -24,7 +26,8 @@ from fp16lab.precision import Precision, parse_precision, precision_context
 logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
 import torch.utils.benchmark as tbench  # noqa: E402
 
-__all__ = ["Timing", "time_fn", "time_cuda_events", "time_windows", "matmul_tflops", "is_gpu_event", "DTYPES"]
+__all__ = ["Timing", "time_fn", "time_cuda_events", "time_windows", "matmul_tflops", "is_gpu_event", "gpu_kernels",
+           "tensor_core_kind", "kernel_kind", "KINDS", "DTYPES"]
 
 DTYPES: dict[Precision, torch.dtype] = {
     Precision.FP32: torch.float32,
@@ -251,3 +254,87 @@ def _matmul_tflops(
         "iqr_s": t.iqr_s,
         "tflops": 2.0 * m * n * k / t.median_s / 1e12,
     }
+
+
+# ---------------------------------------------------------------- the profiler (the one place fp16lab runs it)
+
+_NOT_TC = re.compile(r"sgemm|dgemm|gemv|_sss_|ffma|gemmSN", re.I)
+_TC = re.compile(r"nvjet|xmma|gmma|hmma|wmma|tensorop|h884|h1688|h16816|s1688|s16816|16832|s161616|tf32", re.I)
+_GEMM = re.compile(r"gemm|nvjet|xmma|cutlass|matmul|conv|wgrad|dgrad|fprop", re.I)
+
+# Checked in order: the first kind whose pattern occurs in the lower-cased kernel name wins
+# (an Inductor kernel fusing batch norm and ReLU counts as batch norm; cuDNN's layout
+# transposes before its convolutions).
+KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("layout transposes", ("nchwtonhwc", "nhwctonchw", "transpose")),
+    ("optimizer and scaler", ("adam", "multi_tensor", "foreach", "amp_update_scale", "non_finite", "unscale")),
+    ("loss", ("softmax", "nll_loss", "cross_entropy")),
+    ("batch norm", ("batch_norm", "batchnorm", "bn_fw", "bn_bw", "bn_")),
+    ("convolution / matmul", ("conv", "gemm", "xmma", "cutlass", "cudnn", "wgrad", "dgrad", "fprop")),
+    ("elementwise", ("elementwise", "relu", "threshold", "triton_poi", "add", "mul", "copy", "fill")),
+)
+
+
+def tensor_core_kind(kernel_name: str) -> str:
+    """Guess from a CUDA kernel's name whether it is a Tensor Core GEMM/conv.
+
+    Returns "tensor core", "CUDA cores" or "not a GEMM". It is a reading of NVIDIA's
+    naming habits (nvjet/xmma/gmma/hmma/tensorop/h16816... mark Tensor Core kernels;
+    sgemm/gemv mark CUDA-core ones), a heuristic rather than a measurement.
+    """
+    if not isinstance(kernel_name, str):
+        raise TypeError(f"kernel_name must be a str, got {kernel_name!r} ({type(kernel_name).__name__})")
+    if _NOT_TC.search(kernel_name):
+        return "CUDA cores"
+    if _TC.search(kernel_name):
+        return "tensor core"
+    if _GEMM.search(kernel_name):
+        return "CUDA cores"
+    return "not a GEMM"
+
+
+def kernel_kind(name: str) -> str:
+    """The kind of work a CUDA kernel does, from its name (see :data:`KINDS`), or ``'other'``."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {name!r} ({type(name).__name__})")
+    low = name.lower()
+    return next((kind for kind, pats in KINDS if any(p in low for p in pats)), "other")
+
+
+def _event_us(event: Any) -> float:
+    """A GPU event's own duration in microseconds."""
+    return float(event.time_range.elapsed_us())
+
+
+def gpu_kernels(fn: Callable[[], object], *, calls: int = 1, warmup: int = 1) -> Any:
+    """The GPU's own kernels while ``fn()`` runs ``calls`` times under ``torch.profiler``: fp16lab's one profiler.
+
+    ``warmup`` unprofiled calls come first (default 1, so autotuning is not what is seen).
+    Returns a DataFrame sorted by time: ``kernel``, ``calls``, ``total_us`` (over all calls),
+    ``tensor_core`` (:func:`tensor_core_kind`) and ``kind`` (:func:`kernel_kind`). Only the GPU's
+    own events count (:func:`is_gpu_event`), so ``total_us.sum() / calls`` is kernel time per call.
+    Needs a CUDA GPU.
+    """
+    import pandas as pd
+    from torch.profiler import ProfilerActivity, profile
+
+    fn = _checked_fn(fn)
+    calls, warmup = positive_int("calls", calls), non_negative_int("warmup", warmup)
+    if not torch.cuda.is_available():
+        raise RuntimeError("gpu_kernels needs a CUDA GPU: on the CPU (or Apple MPS) no CUDA kernels run")
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    agg: dict[str, list[float]] = {}
+    for e in prof.events():
+        if is_gpu_event(e):
+            a = agg.setdefault(e.name, [0, 0.0])
+            a[0] += 1
+            a[1] += _event_us(e)
+    rows = [(k, int(c), float(us), tensor_core_kind(k), kernel_kind(k)) for k, (c, us) in agg.items()]
+    frame = pd.DataFrame(rows, columns=["kernel", "calls", "total_us", "tensor_core", "kind"])
+    return frame.sort_values("total_us", ascending=False, ignore_index=True)

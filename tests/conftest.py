@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import fp16lab.device as device
 import fp16lab.course.env as env
+import fp16lab.device as device
 import fp16lab.hardware as hardware
 
 FAKE_GPUS = {

@@ -499,7 +499,7 @@ def test_tensor_core_kind(name, kind):
 
 
 def test_tensor_core_kind_and_cuda_kernels_name_bad_arguments():
-    with pytest.raises(ValueError, match="kernel_name must be a str"):
+    with pytest.raises(TypeError, match="kernel_name must be a str"):
         tensor_core_kind(None)
     with pytest.raises(ValueError, match="fn must be"):
         cuda_kernels("a @ a")
@@ -529,6 +529,30 @@ def test_cuda_kernels_lists_the_gpus_own_events_only(fake_profiler):
     fake_profiler(events)
     df = cuda_kernels(lambda: None, warmup=0)
     assert df[["kernel", "calls", "total_us"]].values.tolist() == [["sm90_xmma_gemm_f16f16", 2, 100.0]]
+
+
+def test_gpu_kernels_sums_each_kernel_over_the_calls_and_names_its_kind(fake_profiler):
+    # the one profiler: per kernel, its events' own durations summed over the profiled calls
+    import types
+
+    from torch.autograd import DeviceType
+
+    from fp16lab.timing import gpu_kernels
+
+    def event(name, us):
+        return types.SimpleNamespace(name=name, device_type=DeviceType.CUDA, is_user_annotation=False,
+                                     time_range=types.SimpleNamespace(elapsed_us=lambda: us))
+
+    fake_profiler([event("void cudnn::bn_fw_tr_1C11", 30.0), event("sm90_xmma_fprop_f16", 70.0),
+                   event("void cudnn::bn_fw_tr_1C11", 20.0), event("sgemm_128x64", 5.0)])
+    ran = []
+    df = gpu_kernels(lambda: ran.append(1), calls=2, warmup=3)
+    assert len(ran) == 5  # 3 unprofiled, then 2 profiled
+    assert df.values.tolist() == [
+        ["sm90_xmma_fprop_f16", 1, 70.0, "tensor core", "convolution / matmul"],
+        ["void cudnn::bn_fw_tr_1C11", 2, 50.0, "not a GEMM", "batch norm"],
+        ["sgemm_128x64", 1, 5.0, "CUDA cores", "convolution / matmul"],
+    ]
 
 
 def test_cuda_kernels_needs_gpu():

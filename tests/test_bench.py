@@ -371,9 +371,9 @@ def test_profile_steps_counts_only_the_gpus_own_events(fake_profiler):
 
     from fp16lab.labs.benchmark.profile import profile_steps
 
-    def event(key, device_type, us, annotation=False):
-        return types.SimpleNamespace(key=key, device_type=device_type, self_device_time_total=us,
-                                     is_user_annotation=annotation)
+    def event(name, device_type, us, annotation=False):
+        return types.SimpleNamespace(name=name, device_type=device_type, is_user_annotation=annotation,
+                                     time_range=types.SimpleNamespace(elapsed_us=lambda: us))
 
     events = [event("cudaLaunchKernel", DeviceType.CPU, 700.0), event("aten::conv2d", DeviceType.CPU, 0.0),
               event("sm90_xmma_fprop", DeviceType.CUDA, 500.0), event("elementwise_kernel", DeviceType.CUDA, 200.0),

@@ -52,15 +52,11 @@ def test_a_command_is_required(capsys):
     assert exit_.value.code == 2 and "COMMAND" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("module", ["fp16lab.course.outputs", "fp16lab.course.workshop"])
-def test_old_entry_points_are_aliases(module):
+@pytest.mark.parametrize("module", ["fp16lab.outputs", "fp16lab.workshop", "fp16lab.bench", "fp16lab.distributed"])
+def test_one_command_line_no_module_entry_points(module):
+    """``python -m fp16lab <command>`` is the one entry point: the old per-module ones are gone."""
     out = _run(module, "--help")
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith(f"usage: python -m {module}")
-    alias = __import__(module, fromlist=["main"])
-    real = __import__(module.replace("fp16lab.", "fp16lab.course."), fromlist=["main"])
-    assert alias.main is real.main
-    assert len((ROOT / (module.replace(".", "/") + ".py")).read_text().splitlines()) < 15, "an alias stays thin"
+    assert out.returncode != 0 and "No module named" in out.stderr
 
 
 def test_outputs_check_runs_from_a_subfolder():
@@ -79,8 +75,8 @@ def test_refused_input_is_exit_2_with_the_reason(capsys, tmp_path):
 
 def test_module_entry_points_refuse_like_the_one_command_line(capsys):
     """`python -m fp16lab.course.lab` etc. end in the same place: a refused input is exit 2, no traceback."""
-    from fp16lab.labs.benchmark import cli
     from fp16lab.course import lab
+    from fp16lab.labs.benchmark import cli
 
     assert lab.main(["--dry-run", "--port", "0"]) == 2
     assert "--port must be 1..65535, got 0" in capsys.readouterr().err

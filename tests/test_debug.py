@@ -16,9 +16,8 @@ from fp16lab.debug import (
     dtype_trace,
     first_nonfinite,
     max_batch_size,
-    memory_sweep,
-    step_peak_memory,
 )
+from fp16lab.labs.memory import memory_sweep, step_peak_memory
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -395,7 +394,7 @@ class _FakeCuda:
 
 def test_memory_code_path_on_the_cpu_with_fake_counters(monkeypatch) -> None:
     """step_peak_memory / memory_sweep on the CPU with torch.cuda's counters faked: the flow, not the numbers."""
-    from fp16lab.debug import memory
+    from fp16lab.labs.memory import sweep as memory
 
     fake = _FakeCuda()
     monkeypatch.setattr(memory, "_cuda_device", lambda model, device, what: torch.device("cpu"))

@@ -13,6 +13,9 @@ from torch import nn
 import fp16lab.labs.fp8.layers as layers_mod
 import fp16lab.labs.fp8.matmul as matmul_mod
 import fp16lab.labs.fp8.training as training_mod
+from fp16lab.data import SyntheticLanguage
+from fp16lab.gpt import GPT, GPTConfig
+from fp16lab.hardware import GPUFacts, chip_features
 from fp16lab.labs.fp8 import (
     Fp8Filter,
     Fp8Support,
@@ -34,9 +37,6 @@ from fp16lab.labs.fp8 import (
     to_fp8_training,
     torchao_status,
 )
-from fp16lab.gpt import GPT, GPTConfig
-from fp16lab.hardware import GPUFacts, chip_features
-from fp16lab.data import SyntheticLanguage
 from fp16lab.numerics import format_info
 
 HAS_TORCHAO = torchao_status().available

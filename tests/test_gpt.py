@@ -12,6 +12,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from fp16lab.align import pad_layers
+from fp16lab.data import SyntheticLanguage
 from fp16lab.gpt import (
     GPT,
     PRESETS,
@@ -23,7 +24,6 @@ from fp16lab.gpt import (
     param_count,
     preset,
 )
-from fp16lab.data import SyntheticLanguage
 
 SMALL = GPTConfig(vocab_size=61, d_model=32, n_layers=2, n_heads=4, seq_len=24, vocab_multiple=8)
 

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from fp16lab.data import SyntheticLanguage
 from fp16lab.gpt import GPT, GPTConfig, flops_per_token
 from fp16lab.labs.transformers.lm import (
     lm_batches,
@@ -20,7 +21,6 @@ from fp16lab.labs.transformers.lm import (
     train_lm,
     warmup_cosine,
 )
-from fp16lab.data import SyntheticLanguage
 from fp16lab.labs.transformers.optim import AdamW16
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

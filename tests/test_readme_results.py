@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fp16lab.labs.benchmark import readme_section
 from fp16lab.course.readme import targets_table
+from fp16lab.labs.benchmark import readme_section
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()

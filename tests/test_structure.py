@@ -103,3 +103,58 @@ def test_modules_and_functions_are_small():
                 if n > MAX_FUNCTION_LINES and key not in LONG_FUNCTIONS:
                     problems.append(f"{key}: {n} lines (> {MAX_FUNCTION_LINES})")
     assert not problems, "split these (or add them with a reason to LONG_*):\n" + "\n".join(problems)
+
+
+# ---- the three areas (issue "small again"): the learner library, fp16lab.labs, fp16lab.course
+
+MAX_LIBRARY_LINES = 7000
+MAX_LIBRARY_MODULES = 14
+APART = ("fp16lab.labs", "fp16lab.course")
+
+
+def _library() -> dict[str, Path]:
+    """The learner library: every module outside labs/ and course/ (the command line's entry excluded)."""
+    return {m: p for m, p in _modules().items()
+            if not m.startswith(APART) and m not in ("fp16lab", "fp16lab.__main__")}
+
+
+def test_the_library_imports_neither_labs_nor_course():
+    mods = _modules()
+    for name, path in _library().items():
+        bad = {d for d in _imports(name, path, set(mods)) if d.startswith(APART)}
+        assert not bad, f"{name} imports {sorted(bad)}: labs and course may import the library, never the reverse"
+
+
+def test_the_library_stays_small():
+    lib = _library()
+    lines = sum(len(p.read_text(encoding="utf-8").splitlines()) for p in lib.values())
+    top = {m.split(".")[1] for m in lib}
+    assert lines <= MAX_LIBRARY_LINES, f"the learner library has {lines} lines (> {MAX_LIBRARY_LINES})"
+    assert len(top) <= MAX_LIBRARY_MODULES, f"{len(top)} top-level modules (> {MAX_LIBRARY_MODULES}): {sorted(top)}"
+
+
+def _calls(path: Path) -> list[tuple[str, int]]:
+    """Dotted names of every call and every ``from X import Y`` in a module, with their lines."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call):
+            parts, f = [], node.func
+            while isinstance(f, ast.Attribute):
+                parts.append(f.attr)
+                f = f.value
+            if isinstance(f, ast.Name):
+                out.append((".".join([f.id, *reversed(parts)]), node.lineno))
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out += [(f"{node.module}.{a.name}", node.lineno) for a in node.names]
+    return out
+
+
+@pytest.mark.parametrize(("what", "names", "home"), [
+    ("torch.autocast", {"torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast", "torch.cpu.amp.autocast",
+                        "torch.amp.autocast_mode.autocast"}, "fp16lab.precision"),
+    ("the profiler", {"torch.profiler.profile", "torch.autograd.profiler.profile"}, "fp16lab.timing"),
+])
+def test_one_choke_point(what, names, home):
+    where = [f"{m}:{line}" for m, p in _modules().items() if m != home
+             for call, line in _calls(p) if call in names]
+    assert not where, f"{what} is built only in {home}; also in: {', '.join(where)}"

@@ -11,7 +11,13 @@ import pytest
 import torch
 
 import fp16lab.course.runtime.results as results
-from fp16lab.course.runtime.results import load_reference, load_results, output_path, reference_path, save_results
+from fp16lab.course.runtime.results import (
+    load_reference,
+    load_results,
+    output_path,
+    reference_path,
+    save_results,
+)
 from fp16lab.timing import Timing, matmul_tflops, time_cuda_events, time_fn
 
 

@@ -19,9 +19,15 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import fp16lab.precision
+import fp16lab.train.loop
 import fp16lab.train.step
 from fp16lab.train import (
+    Checkpoint,
+    DivergenceGuard,
+    Evaluate,
     History,
+    ProgressBar,
+    Schedule,
     TrainingDiverged,
     evaluate,
     fit,
@@ -85,7 +91,7 @@ def test_matches_hand_written_loop(precision: str, tol: float, clip: float | Non
     ob = torch.optim.Adam(b.parameters(), lr=1e-2)
     ld = loader(64, 8)
     want, scaler = hand_written(a, list(ld), oa, precision, clip)
-    hist = fit(b, ld, ob, precision=precision, epochs=1, clip_grad_norm=clip, progress=False)
+    hist = fit(b, ld, ob, precision=precision, clip_grad_norm=clip, callbacks=[])
     assert isinstance(hist, History) and len(hist) == len(ld)
     got = hist["loss"].tolist()
     if tol == 0.0:
@@ -133,8 +139,7 @@ def test_accumulation_equals_large_batch() -> None:
         assert pb.grad is None and ps.grad is None  # zeroed at the boundary
     # through fit: 8 micro-batches of 8 with accum_steps=4 are 2 steps of 32
     m = mlp()
-    h = fit(m, loader(64, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32",
-            accum_steps=4, epochs=1, progress=False)
+    h = fit(m, loader(64, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", accum_steps=4, callbacks=[])
     assert len(h) == 2 and (h["samples"] == 32).all()
 
 
@@ -154,8 +159,7 @@ def test_skipped_steps_counted_and_scheduler_not_stepped() -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
     bad = {2, 5}
-    h = fit(model, loader(64, 8), opt, precision="fp16", epochs=1, loss_fn=_inf_on(bad),
-            scheduler=sched, progress=False)
+    h = fit(model, loader(64, 8), opt, precision="fp16", loss_fn=_inf_on(bad), callbacks=[Schedule(sched)])
     assert h["skipped"].tolist() == [i in bad for i in range(1, 9)]
     assert h.n_skipped == 2
     scales = [2.0**16] + h["scale"].tolist()
@@ -192,8 +196,7 @@ def test_resume_equals_uninterrupted(tmp_path: Path, precision: str) -> None:
     bad = {4}  # a skipped step in fp16: the scaler state must travel too
     m1, o1, s1, l1 = setup()
     torch.manual_seed(123)
-    full = fit(m1, l1, o1, precision=precision, steps=steps, scheduler=s1, progress=False,
-               loss_fn=_inf_on(bad) if precision == "fp16" else None)
+    full = fit(m1, l1, o1, precision=precision, steps=steps, loss_fn=_inf_on(bad) if precision == "fp16" else None, callbacks=[Schedule(s1)])
 
     ckpt = tmp_path / "run.pt"
     m2, o2, s2, l2 = setup()
@@ -209,14 +212,12 @@ def test_resume_equals_uninterrupted(tmp_path: Path, precision: str) -> None:
         return loss * math.inf if precision == "fp16" and n["n"] in bad else loss
 
     with pytest.raises(KeyboardInterrupt):
-        fit(m2, l2, o2, precision=precision, steps=steps, scheduler=s2, loss_fn=crashing,
-            checkpoint=ckpt, checkpoint_every=4, progress=False)
+        fit(m2, l2, o2, precision=precision, steps=steps, loss_fn=crashing, callbacks=[Schedule(s2), Checkpoint(ckpt, every=4)])
     assert ckpt.exists() and not list(tmp_path.glob("*.tmp"))
 
     m3, o3, s3, l3 = setup()  # a fresh process would build everything again
     torch.manual_seed(999)  # and its RNG would be elsewhere
-    resumed = fit(m3, l3, o3, precision=precision, steps=steps, scheduler=s3, checkpoint=ckpt,
-                  resume=True, progress=False)
+    resumed = fit(m3, l3, o3, precision=precision, steps=steps, callbacks=[Schedule(s3), Checkpoint(ckpt, resume=True)])
     assert resumed["step"].tolist() == list(range(1, steps + 1))
     assert resumed["loss"].tolist() == full["loss"].tolist()
     assert resumed["scale"].tolist() == full["scale"].tolist()
@@ -231,7 +232,7 @@ def test_checkpoint_roundtrip_and_atomic(tmp_path: Path, monkeypatch: pytest.Mon
     model = mlp()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     scaler = make_scaler("fp16", "cpu")
-    fit(model, loader(16, 8), opt, precision="fp16", scaler=scaler, epochs=1, progress=False)
+    fit(model, loader(16, 8), opt, precision="fp16", scaler=scaler, callbacks=[])
     path = tmp_path / "c.pt"
     save_checkpoint(path, model, opt, scaler=scaler, step=2, extra={"note": "hi"})
     good = path.read_bytes()
@@ -265,8 +266,7 @@ def test_checkpoint_roundtrip_and_atomic(tmp_path: Path, monkeypatch: pytest.Mon
 def test_guard_non_finite_loss_fp32() -> None:
     with pytest.raises(TrainingDiverged) as info:
         m = mlp()
-        fit(m, loader(64, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32",
-            epochs=1, loss_fn=_inf_on({3}), progress=False)
+        fit(m, loader(64, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", loss_fn=_inf_on({3}), callbacks=[])
     err = info.value
     assert err.step == 3 and err.reason == "loss" and math.isinf(err.value)
     msg = str(err)
@@ -278,16 +278,14 @@ def test_guard_scale_collapse_fp16() -> None:
     scaler = torch.amp.GradScaler("cpu", init_scale=8.0)
     with pytest.raises(TrainingDiverged) as info:
         m = mlp()
-        fit(m, loader(64, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp16",
-            scaler=scaler, epochs=1, loss_fn=_inf_on(set(range(1, 100))), progress=False)
+        fit(m, loader(64, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp16", scaler=scaler, loss_fn=_inf_on(set(range(1, 100))), callbacks=[])
     err = info.value
     assert err.reason == "scale" and err.step == 4 and err.value == 0.5  # 8 -> 4 -> 2 -> 1 -> 0.5
     assert "bf16" in str(err) and "min_scale" in str(err) and "clip" in str(err)
     assert err.history.n_skipped == 4
     # an fp16 inf loss with a healthy scale is just a skipped step, not an error
     m = mlp()
-    h = fit(m, loader(64, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp16",
-            epochs=1, loss_fn=_inf_on({1}), progress=False)
+    h = fit(m, loader(64, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp16", loss_fn=_inf_on({1}), callbacks=[])
     assert h.n_skipped == 1
 
 
@@ -295,15 +293,15 @@ def test_guard_scale_collapse_fp16() -> None:
 def test_unknown_precision(bad: object) -> None:
     m = mlp()
     with pytest.raises(ValueError, match="allowed: 'fp32', 'tf32', 'fp16', 'bf16'"):
-        fit(m, loader(), torch.optim.SGD(m.parameters(), lr=0.1), precision=bad, progress=False)
+        fit(m, loader(), torch.optim.SGD(m.parameters(), lr=0.1), precision=bad, callbacks=[])
 
 
 def test_bf16_on_pre_ampere_gpu_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fp16lab.precision, "cuda_capability", lambda device=0: (7, 5))
-    monkeypatch.setattr(fp16lab.train.step, "resolve_device", lambda value, name="device": torch.device("cuda"))
+    monkeypatch.setattr(fp16lab.train.loop, "model_device", lambda model: torch.device("cuda"))
     m = mlp()
     with pytest.raises(ValueError, match="bf16 needs native support.*sm_75"):
-        fit(m, loader(), torch.optim.SGD(m.parameters(), lr=0.1), precision="bf16", device="cuda", progress=False)
+        fit(m, loader(), torch.optim.SGD(m.parameters(), lr=0.1), precision="bf16", callbacks=[])
 
 
 def test_fp16_on_cpu_warns(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -312,8 +310,20 @@ def test_fp16_on_cpu_warns(monkeypatch: pytest.MonkeyPatch) -> None:
         warnings.resetwarnings()
         m = mlp()
         with pytest.warns(UserWarning, match="slow"):
-            fit(m, loader(16, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp16",
-                epochs=1, progress=False)
+            fit(m, loader(16, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp16", callbacks=[])
+
+
+def test_fit_refuses_a_meta_model_before_any_work() -> None:
+    with torch.device("meta"):
+        m = mlp()
+    with pytest.raises(ValueError, match="model: parameter '0.weight' is on the 'meta' device"):
+        fit(m, loader(), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", callbacks=[])
+
+
+def test_fit_trains_on_the_model_device_and_never_moves_it() -> None:
+    m = mlp()
+    h = fit(m, loader(16, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", callbacks=[])
+    assert h.attrs["device"] == "cpu" and next(m.parameters()).device.type == "cpu"
 
 
 def test_bad_inputs() -> None:
@@ -321,43 +331,41 @@ def test_bad_inputs() -> None:
     m = mlp()
     empty = DataLoader(TensorDataset(torch.zeros(0, 12), torch.zeros(0, dtype=torch.long)), batch_size=4)
     with pytest.raises(ValueError, match="empty"):
-        fit(m, empty, opt(m), precision="fp32", progress=False)
+        fit(m, empty, opt(m), precision="fp32", callbacks=[])
     with pytest.raises(ValueError, match="empty"):
-        fit(m, [], opt(m), precision="fp32", steps=1, progress=False)
+        fit(m, [], opt(m), precision="fp32", steps=1, callbacks=[])
 
     class Empty:
         def __iter__(self):
             return iter(())
 
     with pytest.raises(ValueError, match="no batches"):
-        fit(m, Empty(), opt(m), precision="fp32", steps=1, progress=False)
+        fit(m, Empty(), opt(m), precision="fp32", steps=1, callbacks=[])
     frozen = mlp()
     for q in frozen.parameters():
         q.requires_grad_(False)
     with pytest.raises(ValueError, match="no trainable parameters"):
-        fit(frozen, loader(), opt(mlp()), precision="fp32", progress=False)
+        fit(frozen, loader(), opt(mlp()), precision="fp32", callbacks=[])
     for bad in (0, -1, 1.5):
         with pytest.raises(ValueError, match="accum_steps must be an int >= 1"):
-            fit(m, loader(), opt(m), precision="fp32", accum_steps=bad, progress=False)
-    with pytest.raises(ValueError, match="steps or epochs"):
-        fit(m, loader(), opt(m), precision="fp32", steps=2, epochs=1, progress=False)
-    with pytest.raises(ValueError, match="checkpoint"):
-        fit(m, loader(), opt(m), precision="fp32", resume=True, progress=False)
+            fit(m, loader(), opt(m), precision="fp32", accum_steps=bad, callbacks=[])
+    with pytest.raises(ValueError, match="path must be a file path"):
+        Checkpoint(None, resume=True)
     with pytest.raises(ValueError, match="clip_grad_norm"):
-        fit(m, loader(), opt(m), precision="fp32", clip_grad_norm=0, progress=False)
+        fit(m, loader(), opt(m), precision="fp32", clip_grad_norm=0, callbacks=[])
     with pytest.raises(ValueError, match="GradScaler"):
-        fit(m, loader(), opt(m), precision="fp32", scaler=make_scaler("fp16", "cpu"), progress=False)
+        fit(m, loader(), opt(m), precision="fp32", scaler=make_scaler("fp16", "cpu"), callbacks=[])
     with pytest.raises(ValueError, match="optimizer does not hold"):
-        fit(m, loader(), opt(mlp()), precision="fp32", progress=False)
+        fit(m, loader(), opt(mlp()), precision="fp32", callbacks=[])
     with pytest.raises(ValueError, match="pair"):
-        fit(m, [torch.zeros(4, 12)], opt(m), precision="fp32", steps=1, progress=False)
+        fit(m, [torch.zeros(4, 12)], opt(m), precision="fp32", steps=1, callbacks=[])
 
 
 def test_evaluate_and_eval_columns() -> None:
     model = mlp()
     ld = loader(64, 8)
-    h = fit(model, ld, torch.optim.Adam(model.parameters(), lr=1e-2), precision="fp32", epochs=2,
-            eval_loader=ld, eval_every=4, eval_fn=lambda m: {"probe": 1.0}, progress=False)
+    h = fit(model, ld, torch.optim.Adam(model.parameters(), lr=1e-2), precision="fp32", steps=2 * len(ld),
+            callbacks=[Evaluate(loader=ld, fn=lambda m: {"probe": 1.0}, every=4)])
     assert h["val_loss"].notna().sum() == 4  # steps 4, 8, 12, 16
     assert h["probe"].notna().sum() == 4
     model.train()
@@ -381,8 +389,9 @@ def test_cuda_channels_last_runs(precision: str) -> None:
     model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
                           nn.Linear(16, 4))
     ds = TensorDataset(torch.randn(64, 3, 16, 16), torch.randint(0, 4, (64,)))
+    model.cuda().to(memory_format=torch.channels_last)
     h = fit(model, DataLoader(ds, batch_size=16, pin_memory=True), torch.optim.Adam(model.parameters()),
-            precision=precision, device="cuda", channels_last=True, epochs=2, progress=False)
+            precision=precision, steps=8, callbacks=[])
     assert h["loss"].map(math.isfinite).all() and len(h) == 8
     assert next(model.parameters()).dtype == torch.float32  # weights stay fp32
 
@@ -399,7 +408,7 @@ def test_cuda_resume_restores_rng_from_a_gpu_loaded_checkpoint(tmp_path: Path) -
         return model, torch.optim.SGD(model.parameters(), lr=0.1), ld
 
     m1, o1, l1 = setup()
-    full = fit(m1, l1, o1, precision="fp16", device="cuda", steps=8, progress=False)
+    full = fit(m1, l1, o1, precision="fp16", steps=8, callbacks=[])
     ckpt = tmp_path / "run.pt"
     m2, o2, l2 = setup()
     n = {"n": 0}
@@ -411,11 +420,9 @@ def test_cuda_resume_restores_rng_from_a_gpu_loaded_checkpoint(tmp_path: Path) -
         return F.cross_entropy(out, y)
 
     with pytest.raises(KeyboardInterrupt):
-        fit(m2, l2, o2, precision="fp16", device="cuda", steps=8, loss_fn=crashing, checkpoint=ckpt,
-            checkpoint_every=4, progress=False)
+        fit(m2, l2, o2, precision="fp16", steps=8, loss_fn=crashing, callbacks=[Checkpoint(ckpt, every=4)])
     m3, o3, l3 = setup()
-    resumed = fit(m3, l3, o3, precision="fp16", device="cuda", steps=8, checkpoint=ckpt, resume=True,
-                  progress=False)
+    resumed = fit(m3, l3, o3, precision="fp16", steps=8, callbacks=[Checkpoint(ckpt, resume=True)])
     assert resumed["loss"].tolist()[-4:] == full["loss"].tolist()[-4:]
 
 
@@ -463,7 +470,7 @@ def _trained_checkpoint(tmp_path: Path, precision: str = "fp32", steps: int = 4,
     m = mlp()
     ckpt = tmp_path / "run.pt"
     fit(m, loader(64, 8, shuffle=True), torch.optim.Adam(m.parameters(), lr=1e-2), precision=precision,
-        steps=steps, checkpoint=ckpt, progress=False, **kw)
+        steps=steps, callbacks=[Checkpoint(ckpt, **kw)])
     return ckpt
 
 
@@ -479,8 +486,8 @@ def test_numpy_metrics_from_eval_fn_resume(tmp_path: Path) -> None:
 
     def run(steps, **kw):
         m = mlp()
-        return m, fit(m, loader(64, 8), torch.optim.Adam(m.parameters(), lr=1e-2), precision="fp32",
-                      steps=steps, eval_fn=eval_fn, eval_every=2, checkpoint=tmp_path / "run.pt", progress=False, **kw)
+        return m, fit(m, loader(64, 8), torch.optim.Adam(m.parameters(), lr=1e-2), precision="fp32", steps=steps,
+                      callbacks=[Evaluate(fn=eval_fn, every=2), Checkpoint(tmp_path / "run.pt", **kw)])
 
     _, first = run(4)
     payload = torch.load(tmp_path / "run.pt", weights_only=True)  # a plain torch.load works too
@@ -504,8 +511,7 @@ def test_numpy_metrics_from_eval_fn_resume(tmp_path: Path) -> None:
 def test_eval_fn_bad_results(result, match: str) -> None:
     m = mlp()
     with pytest.raises(ValueError, match=f"eval_fn.*{match}|{match}"):
-        fit(m, loader(16, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", steps=2,
-            eval_fn=lambda model: result, progress=False)
+        fit(m, loader(16, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", steps=2, callbacks=[Evaluate(fn=lambda model: result)])
 
 
 def test_save_checkpoint_refuses_what_weights_only_cannot_read(tmp_path: Path) -> None:
@@ -532,7 +538,7 @@ def test_optimizer_missing_parameters_is_refused_before_training() -> None:
     before = _state(m)
     ld = CountingLoader(loader(16, 8))
     with pytest.raises(ValueError, match=r"optimizer does not hold 2 .*3\.weight, 3\.bias.*after changing the model"):
-        fit(m, ld, opt, precision="fp32", steps=2, progress=False)
+        fit(m, ld, opt, precision="fp32", steps=2, callbacks=[])
     assert ld.iterated == 0 and _same_state(before, _state(m))
     # train_step (called every step) does not walk the model; an optimizer of another model is still refused
     with pytest.raises(ValueError, match="none of the optimizer's parameters got a gradient"):
@@ -542,8 +548,7 @@ def test_optimizer_missing_parameters_is_refused_before_training() -> None:
     frozen = mlp()  # training part of a model on purpose: freeze the rest, then it is accepted
     for q in frozen[0].parameters():
         q.requires_grad_(False)
-    h = fit(frozen, loader(16, 8), torch.optim.SGD(frozen[3].parameters(), lr=0.1), precision="fp32",
-            steps=2, progress=False)
+    h = fit(frozen, loader(16, 8), torch.optim.SGD(frozen[3].parameters(), lr=0.1), precision="fp32", steps=2, callbacks=[])
     assert len(h) == 2
 
 
@@ -555,17 +560,17 @@ def test_missing_checkpoint_folder_fails_before_training(tmp_path: Path) -> None
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
     before = _state(m, opt)
     ld = CountingLoader(loader(16, 8))
-    with pytest.raises(ValueError, match=r"checkpoint=.*the folder .*nope.* does not exist"):
-        fit(m, ld, opt, precision="fp32", steps=2, checkpoint=tmp_path / "nope" / "run.pt", progress=False)
+    with pytest.raises(ValueError, match=r"path=.*the folder .*nope.* does not exist"):
+        fit(m, ld, opt, precision="fp32", steps=2, callbacks=[Checkpoint(tmp_path / "nope" / "run.pt")])
     (tmp_path / "adir.pt").mkdir()
     with pytest.raises(ValueError, match="is a folder"):
-        fit(m, ld, opt, precision="fp32", steps=2, checkpoint=tmp_path / "adir.pt", progress=False)
+        fit(m, ld, opt, precision="fp32", steps=2, callbacks=[Checkpoint(tmp_path / "adir.pt")])
     (tmp_path / "x.pt.history.jsonl").mkdir()
     with pytest.raises(ValueError, match="history.*is a folder"):
-        fit(m, ld, opt, precision="fp32", steps=2, checkpoint=tmp_path / "x.pt", progress=False)
+        fit(m, ld, opt, precision="fp32", steps=2, callbacks=[Checkpoint(tmp_path / "x.pt")])
     for bad in ("", 3, True):
-        with pytest.raises(ValueError, match="checkpoint must be a file path"):
-            fit(m, ld, opt, precision="fp32", steps=2, checkpoint=bad, progress=False)
+        with pytest.raises(ValueError, match="path must be a file path"):
+            fit(m, ld, opt, precision="fp32", steps=2, callbacks=[Checkpoint(bad)])
     assert ld.iterated == 0 and _same_state(before, _state(m, opt))
 
 
@@ -575,8 +580,7 @@ def test_read_only_checkpoint_folder_fails_before_training() -> None:
     m = mlp()
     ld = CountingLoader(loader(16, 8))
     with pytest.raises(ValueError, match=r"cannot write in the folder '/sys'"):
-        fit(m, ld, torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", steps=2, checkpoint="/sys/run.pt",
-            progress=False)
+        fit(m, ld, torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", steps=2, callbacks=[Checkpoint("/sys/run.pt")])
     assert ld.iterated == 0
 
 
@@ -588,8 +592,7 @@ def test_chmod_read_only_checkpoint_folder(tmp_path: Path) -> None:
     try:
         m = mlp()
         with pytest.raises(ValueError, match="cannot write in the folder"):
-            fit(m, loader(16, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", steps=2,
-                checkpoint=ro / "run.pt", progress=False)
+            fit(m, loader(16, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", steps=2, callbacks=[Checkpoint(ro / "run.pt")])
     finally:
         ro.chmod(0o755)
 
@@ -625,8 +628,7 @@ def test_refused_resume_changes_nothing(tmp_path: Path, change: dict, match: str
     m, opt, s, ld = _resume_setup(**change)
     before = _state(m, opt)
     with pytest.raises(ValueError, match=match):
-        fit(m, ld, opt, precision=change.get("precision", "fp32"), steps=8, scheduler=s, accum_steps=accum,
-            checkpoint=ckpt, resume=True, progress=False)
+        fit(m, ld, opt, precision=change.get("precision", "fp32"), steps=8, accum_steps=accum, callbacks=[Schedule(s), Checkpoint(ckpt, resume=True)])
     assert _same_state(before, _state(m, opt))  # not even the matching first layer was loaded
     assert (ckpt.read_bytes(), sidecar.read_bytes()) == files
 
@@ -648,11 +650,11 @@ def test_load_checkpoint_refused_changes_nothing(tmp_path: Path) -> None:
 
 def test_resume_with_missing_file_is_an_error(tmp_path: Path) -> None:
     m, opt, _, ld = _resume_setup()
-    with pytest.raises(FileNotFoundError, match=r"resume=True, but there is no checkpoint.*resume=False.*exists\(\)"):
-        fit(m, ld, opt, precision="fp32", steps=4, checkpoint=tmp_path / "typo.pt", resume=True, progress=False)
+    with pytest.raises(FileNotFoundError, match=r"Checkpoint\(resume=True\), but there is no checkpoint.*resume=False.*exists\(\)"):
+        fit(m, ld, opt, precision="fp32", steps=4, callbacks=[Checkpoint(tmp_path / "typo.pt", resume=True)])
     # the documented way to resume only when there is something to resume
     ckpt = tmp_path / "run.pt"
-    h = fit(m, ld, opt, precision="fp32", steps=4, checkpoint=ckpt, resume=ckpt.exists(), progress=False)
+    h = fit(m, ld, opt, precision="fp32", steps=4, callbacks=[Checkpoint(ckpt, resume=ckpt.exists())])
     assert len(h) == 4 and ckpt.exists()
 
 
@@ -660,9 +662,9 @@ def test_resume_steps_below_or_at_the_checkpoint(tmp_path: Path) -> None:
     ckpt = _trained_checkpoint(tmp_path, steps=6)
     m, opt, _, ld = _resume_setup()
     with pytest.raises(ValueError, match=r"at step 6, past the steps=4.*steps >= 6"):
-        fit(m, ld, opt, precision="fp32", steps=4, checkpoint=ckpt, resume=True, progress=False)
+        fit(m, ld, opt, precision="fp32", steps=4, callbacks=[Checkpoint(ckpt, resume=True)])
     before = _state(m, opt)
-    h = fit(m, CountingLoader(ld), opt, precision="fp32", steps=6, checkpoint=ckpt, resume=True, progress=False)
+    h = fit(m, CountingLoader(ld), opt, precision="fp32", steps=6, callbacks=[Checkpoint(ckpt, resume=True)])
     assert h["step"].tolist() == list(range(1, 7))  # nothing left to do: the history, and the weights loaded
     assert not _same_state(before, _state(m, opt))
 
@@ -671,8 +673,7 @@ def test_resume_of_a_checkpoint_not_written_by_fit(tmp_path: Path) -> None:
     m = mlp()
     save_checkpoint(tmp_path / "c.pt", m, torch.optim.SGD(m.parameters(), lr=0.1))
     with pytest.raises(ValueError, match="not written by fit"):
-        fit(m, loader(), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", steps=2,
-            checkpoint=tmp_path / "c.pt", resume=True, progress=False)
+        fit(m, loader(), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", steps=2, callbacks=[Checkpoint(tmp_path / "c.pt", resume=True)])
 
 
 # item 6: corrupt checkpoints
@@ -704,8 +705,7 @@ def test_corrupt_checkpoints_give_a_clear_error(tmp_path: Path) -> None:
         sidecar = path.with_name(path.name + ".history.jsonl")
         sidecar.write_bytes(b"")
         with pytest.raises(ValueError, match=rf"{path.name}' is not a valid, complete fp16lab checkpoint"):
-            fit(m, loader(64, 8, shuffle=True), torch.optim.Adam(m.parameters()), precision="fp32", steps=8,
-                checkpoint=path, resume=True, progress=False)
+            fit(m, loader(64, 8, shuffle=True), torch.optim.Adam(m.parameters()), precision="fp32", steps=8, callbacks=[Checkpoint(path, resume=True)])
         assert _same_state(before, _state(m)), name
     with pytest.raises(ValueError, match="is a folder"):
         load_checkpoint(tmp_path, mlp())
@@ -733,8 +733,7 @@ def test_checkpoint_size_does_not_grow_with_the_run(tmp_path: Path, monkeypatch:
     for steps in (4, 40):
         ckpt = tmp_path / f"run{steps}.pt"
         m = mlp()
-        h = fit(m, loader(64, 8), torch.optim.Adam(m.parameters()), precision="fp32", steps=steps,
-                checkpoint=ckpt, checkpoint_every=2, progress=False)
+        h = fit(m, loader(64, 8), torch.optim.Adam(m.parameters()), precision="fp32", steps=steps, callbacks=[Checkpoint(ckpt, every=2)])
         sizes[steps] = ckpt.stat().st_size
         assert "history" not in torch.load(ckpt, weights_only=True)["extra"].get("fit", {}).get("settings", {})
         lines = ckpt.with_name(ckpt.name + ".history.jsonl").read_text().splitlines()
@@ -750,7 +749,7 @@ def test_resume_cuts_history_rows_written_after_the_checkpoint(tmp_path: Path) -
     with open(sidecar, "a") as fh:  # a crash between appending the rows and replacing the checkpoint
         fh.write('{"step": 5, "loss": 1.0}\n{"step": 6, "lo')
     m, opt, _, ld = _resume_setup()
-    h = fit(m, ld, opt, precision="fp32", steps=8, checkpoint=ckpt, resume=True, checkpoint_every=2, progress=False)
+    h = fit(m, ld, opt, precision="fp32", steps=8, callbacks=[Checkpoint(ckpt, every=2, resume=True)])
     assert h["step"].tolist() == list(range(1, 9))
     rows = [json.loads(line) for line in sidecar.read_text().splitlines()[1:]]
     assert [r["step"] for r in rows] == list(range(1, 9)) and rows[4]["loss"] != 1.0
@@ -765,10 +764,10 @@ def test_resume_refuses_a_missing_or_foreign_history(tmp_path: Path) -> None:
     side_a.write_bytes(side_b.read_bytes())  # another run's history next to this checkpoint
     m, opt, _, ld = _resume_setup()
     with pytest.raises(ValueError, match="belongs to another run"):
-        fit(m, ld, opt, precision="fp32", steps=8, checkpoint=a, resume=True, progress=False)
+        fit(m, ld, opt, precision="fp32", steps=8, callbacks=[Checkpoint(a, resume=True)])
     side_a.unlink()
     with pytest.raises(ValueError, match="history file .* is missing"):
-        fit(m, ld, opt, precision="fp32", steps=8, checkpoint=a, resume=True, progress=False)
+        fit(m, ld, opt, precision="fp32", steps=8, callbacks=[Checkpoint(a, resume=True)])
 
 
 # item 8: gradient accumulation is one big batch, and nothing is dropped at an epoch's end
@@ -794,7 +793,7 @@ def test_accumulation_keeps_the_left_over_micro_batches() -> None:
     ds = data(36)
     m, ref = mlp(), mlp()
     h = fit(m, DataLoader(ds, batch_size=8), torch.optim.SGD(m.parameters(), lr=0.2), precision="fp32",
-            epochs=2, accum_steps=2, progress=False)
+            steps=6, accum_steps=2, callbacks=[])
     assert h["samples"].tolist() == [16, 16, 4] * 2 and h["epoch"].tolist() == [0, 0, 0, 1, 1, 1]
     opt = torch.optim.SGD(ref.parameters(), lr=0.2)
     x, y = ds[:]
@@ -809,8 +808,7 @@ def test_accumulation_keeps_the_left_over_micro_batches() -> None:
 
 def test_accumulation_with_steps_never_spans_an_epoch() -> None:
     m = mlp()
-    h = fit(m, DataLoader(data(40), batch_size=8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32",
-            steps=7, accum_steps=2, progress=False)
+    h = fit(m, DataLoader(data(40), batch_size=8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", steps=7, accum_steps=2, callbacks=[])
     assert h["samples"].tolist() == [16, 16, 8, 16, 16, 8, 16] and h["epoch"].tolist() == [0, 0, 0, 1, 1, 1, 2]
 
 
@@ -820,20 +818,15 @@ def test_accumulation_with_steps_never_spans_an_epoch() -> None:
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without CUDA")
 def test_missing_device_gives_a_clear_error(tmp_path: Path) -> None:
     m = mlp()
-    opt = torch.optim.SGD(m.parameters(), lr=0.1)
     for dev in ("cuda", "cuda:0", torch.device("cuda")):
         with pytest.raises(ValueError, match="CUDA"):
-            fit(m, loader(), opt, precision="fp16", device=dev, progress=False)
-        with pytest.raises(ValueError, match="CUDA"):
             make_scaler("fp16", dev)
-    with pytest.raises(ValueError, match="cpu"):
-        fit(m, loader(), opt, precision="fp32", device="tpu", progress=False)
     save_checkpoint(tmp_path / "c.pt", m)
     with pytest.raises(ValueError, match="map_location.*CUDA"):
         load_checkpoint(tmp_path / "c.pt", m, map_location="cuda")
     if not torch.backends.mps.is_available():
         with pytest.raises(ValueError, match="MPS"):
-            fit(m, loader(), opt, precision="fp32", device="mps", progress=False)
+            make_scaler("fp16", "mps")
 
 
 # item 10: a loss function that does not return one number
@@ -844,12 +837,11 @@ def test_non_scalar_loss_fn() -> None:
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
     before = _state(m, opt)
     with pytest.raises(ValueError, match=r"loss_fn must return one number.*shape \(8,\).*reduction='mean'"):
-        fit(m, loader(16, 8), opt, precision="fp32", steps=2, loss_fn=nn.CrossEntropyLoss(reduction="none"),
-            progress=False)
+        fit(m, loader(16, 8), opt, precision="fp32", steps=2, loss_fn=nn.CrossEntropyLoss(reduction="none"), callbacks=[])
     with pytest.raises(ValueError, match="loss_fn must return a floating-point torch.Tensor, got float"):
-        fit(m, loader(16, 8), opt, precision="fp32", steps=2, loss_fn=lambda o, y: 1.0, progress=False)
+        fit(m, loader(16, 8), opt, precision="fp32", steps=2, loss_fn=lambda o, y: 1.0, callbacks=[])
     with pytest.raises(ValueError, match="loss_fn must be a function"):
-        fit(m, loader(16, 8), opt, precision="fp32", steps=2, loss_fn="cross_entropy", progress=False)
+        fit(m, loader(16, 8), opt, precision="fp32", steps=2, loss_fn="cross_entropy", callbacks=[])
     with pytest.raises(ValueError, match="loss_fn must return one number"):
         evaluate(m, loader(16, 8), loss_fn=nn.CrossEntropyLoss(reduction="none"))
     after = _state(m, opt)  # no backward, no step (the loader was iterated: the global RNG moved)
@@ -872,8 +864,7 @@ def _nan_loader(precision_target: bool = False) -> DataLoader:
 def test_nan_in_the_data_says_check_your_data(precision: str) -> None:
     m = mlp()
     with pytest.raises(TrainingDiverged) as info:
-        fit(m, _nan_loader(), torch.optim.SGD(m.parameters(), lr=0.1), precision=precision, epochs=1,
-            progress=False)
+        fit(m, _nan_loader(), torch.optim.SGD(m.parameters(), lr=0.1), precision=precision, callbacks=[])
     err = info.value
     assert err.reason == "data" and err.step == 3  # at once, also in fp16 (no run of skipped steps first)
     assert "Check your data" in str(err) and "inputs hold 1 NaN" in str(err)
@@ -883,22 +874,19 @@ def test_nan_in_the_data_says_check_your_data(precision: str) -> None:
 def test_nan_in_regression_targets() -> None:
     m = nn.Sequential(nn.Linear(12, 12))
     with pytest.raises(TrainingDiverged, match="targets hold 1 NaN.*Check your data"):
-        fit(m, _nan_loader(precision_target=True), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32",
-            epochs=1, loss_fn=F.mse_loss, progress=False)
+        fit(m, _nan_loader(precision_target=True), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", loss_fn=F.mse_loss, callbacks=[])
 
 
 def test_nan_loss_with_min_scale_none_stops() -> None:
     m = mlp()
     nan_loss = lambda out, y: F.cross_entropy(out, y) * math.nan  # noqa: E731
     with pytest.raises(TrainingDiverged) as info:
-        fit(m, loader(64, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp16", epochs=1,
-            loss_fn=nan_loss, min_scale=None, progress=False)
+        fit(m, loader(64, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp16", loss_fn=nan_loss, callbacks=[DivergenceGuard(min_scale=None)])
     err = info.value
     assert err.reason == "loss" and err.step == 3 and "forward pass overflows" in str(err)
     # isolated non-finite losses are just skipped steps, also with min_scale=None
     m = mlp()
-    h = fit(m, loader(64, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp16", epochs=1,
-            loss_fn=_inf_on({2, 3, 5}), min_scale=None, progress=False)
+    h = fit(m, loader(64, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp16", loss_fn=_inf_on({2, 3, 5}), callbacks=[DivergenceGuard(min_scale=None)])
     assert h.n_skipped == 3 and len(h) == 8
 
 
@@ -915,14 +903,11 @@ class _InfGrad(torch.autograd.Function):
 def test_non_finite_gradient_in_fp32_stops_and_scale_rule_is_called_a_heuristic() -> None:
     m = mlp()
     with pytest.raises(TrainingDiverged) as info:
-        fit(m, loader(64, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", epochs=1,
-            loss_fn=lambda o, y: _InfGrad.apply(F.cross_entropy(o, y)), progress=False)
+        fit(m, loader(64, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", loss_fn=lambda o, y: _InfGrad.apply(F.cross_entropy(o, y)), callbacks=[])
     assert info.value.reason == "grad_norm" and info.value.step == 1
     m = mlp()  # fp16: finite losses, overflowing gradients on every step -> the scale heuristic
     with pytest.raises(TrainingDiverged) as info:
-        fit(m, loader(64, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp16", epochs=1,
-            scaler=torch.amp.GradScaler("cpu", init_scale=4.0),
-            loss_fn=lambda o, y: _InfGrad.apply(F.cross_entropy(o, y)), progress=False)
+        fit(m, loader(64, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp16", scaler=torch.amp.GradScaler("cpu", init_scale=4.0), loss_fn=lambda o, y: _InfGrad.apply(F.cross_entropy(o, y)), callbacks=[])
     err = info.value
     assert err.reason == "scale" and err.step == 3 and "heuristic" in str(err) and "min_scale=None" in str(err)
 
@@ -931,34 +916,33 @@ def test_non_finite_gradient_in_fp32_stops_and_scale_rule_is_called_a_heuristic(
 
 
 @pytest.mark.parametrize("kw,match", [
-    (dict(accum_steps=True), "accum_steps must be an int"),
-    (dict(steps=True), "steps must be an int"),
-    (dict(steps=0), "steps must be an int >= 1"),
-    (dict(epochs=2.0), "epochs must be an int"),
-    (dict(eval_every=True, eval_fn=lambda m: {}), "eval_every must be an int"),
-    (dict(eval_every=2), "eval_every needs something to evaluate"),
-    (dict(checkpoint_every=0, checkpoint="x.pt"), "checkpoint_every must be an int"),
-    (dict(clip_grad_norm=True), "clip_grad_norm must be a finite number"),
-    (dict(clip_grad_norm=math.inf), "clip_grad_norm must be a finite number"),
-    (dict(min_scale=-1.0), "min_scale must be a finite number"),
-    (dict(resume=1, checkpoint="x.pt"), "resume must be True or False"),
-    (dict(progress="no"), "progress must be True or False"),
-    (dict(channels_last=None), "channels_last must be True or False"),
-    (dict(track_grad_norm=0), "track_grad_norm must be True or False"),
-    (dict(desc=3), "desc must be a str"),
-    (dict(eval_fn="accuracy"), "eval_fn must be a function"),
-    (dict(eval_loader=torch.zeros(3)), "eval_loader must be an iterable"),
-    (dict(scheduler="cosine"), "scheduler must be an LR scheduler"),
-    (dict(scaler="fp16"), "scaler must be a torch.amp.GradScaler"),
+    (lambda: dict(accum_steps=True), "accum_steps must be an int"),
+    (lambda: dict(steps=True), "steps must be an int"),
+    (lambda: dict(steps=0), "steps must be an int >= 1"),
+    (lambda: dict(steps=2.0), "steps must be an int"),
+    (lambda: dict(callbacks=[Evaluate(fn=lambda m: {}, every=True)]), "every must be an int"),
+    (lambda: dict(callbacks=[Evaluate()]), "Evaluate needs something to evaluate"),
+    (lambda: dict(callbacks=[Checkpoint("x.pt", every=0)]), "every must be an int"),
+    (lambda: dict(clip_grad_norm=True), "clip_grad_norm must be a finite number"),
+    (lambda: dict(clip_grad_norm=math.inf), "clip_grad_norm must be a finite number"),
+    (lambda: dict(callbacks=[DivergenceGuard(min_scale=-1.0)]), "min_scale must be a finite number"),
+    (lambda: dict(callbacks=[Checkpoint("x.pt", resume=1)]), "resume must be True or False"),
+    (lambda: dict(callbacks=[ProgressBar(desc=3)]), "desc must be a str"),
+    (lambda: dict(callbacks=[Evaluate(fn="accuracy")]), "fn must be a function"),
+    (lambda: dict(callbacks=[Evaluate(loader=torch.zeros(3))]), "loader must be an iterable"),
+    (lambda: dict(callbacks=[Schedule("cosine")]), "scheduler must be an LR scheduler"),
+    (lambda: dict(scaler="fp16"), "scaler must be a torch.amp.GradScaler"),
+    (lambda: dict(callbacks="ProgressBar"), "callbacks must be a list"),
+    (lambda: dict(callbacks=[lambda run: None]), r"callbacks\[0\] must be an fp16lab.train.Callback"),
+    (lambda: dict(callbacks=[ProgressBar(), ProgressBar()]), "at most one ProgressBar"),
 ])
-def test_fit_refuses_bad_arguments_up_front(kw: dict, match: str, tmp_path: Path,
+def test_fit_refuses_bad_arguments_up_front(kw, match: str, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     m = mlp()
     ld = CountingLoader(loader(16, 8))
-    with pytest.raises(ValueError, match=match):
-        fit(m, ld, torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", progress=kw.pop("progress", False),
-            **kw)
+    with pytest.raises((ValueError, TypeError), match=match):
+        fit(m, ld, torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", **{"callbacks": [], **kw()})
     assert ld.iterated == 0 and list(tmp_path.iterdir()) == []
 
 
@@ -966,11 +950,11 @@ def test_fit_refuses_wrong_objects() -> None:
     m = mlp()
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
     with pytest.raises(ValueError, match="model must be a torch.nn.Module"):
-        fit(lambda x: x, loader(), opt, progress=False)
+        fit(lambda x: x, loader(), opt, callbacks=[])
     with pytest.raises(ValueError, match="optimizer must be a torch.optim.Optimizer"):
-        fit(m, loader(), [opt], progress=False)
+        fit(m, loader(), [opt], callbacks=[])
     with pytest.raises(ValueError, match="loader must be an iterable"):
-        fit(m, torch.zeros(4, 12), opt, progress=False)
+        fit(m, torch.zeros(4, 12), opt, callbacks=[])
     with pytest.raises(ValueError, match="batches must be a non-empty list"):
         train_step(m, opt, make_scaler("fp32", "cpu"), [], precision="fp32")
 
@@ -986,8 +970,7 @@ def test_fit_reads_the_scale_once_per_run(monkeypatch: pytest.MonkeyPatch) -> No
 
     monkeypatch.setattr(torch.amp.GradScaler, "get_scale", counting)
     m = mlp()
-    h = fit(m, loader(64, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp16", epochs=1,
-            loss_fn=_inf_on({2}), progress=False)
+    h = fit(m, loader(64, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp16", loss_fn=_inf_on({2}), callbacks=[])
     assert calls["n"] == 1 and h["skipped"].tolist() == [i == 2 for i in range(1, 9)]
     assert h["scale"].tolist() == [2.0**16] + [2.0**15] * 7
 
@@ -998,10 +981,11 @@ def test_resume_is_exact_with_left_over_micro_batches_and_evaluations(tmp_path: 
         model = mlp(0, dropout=0.2)
         return model, torch.optim.Adam(model.parameters(), lr=1e-2), loader(40, 8, shuffle=True)
 
-    kw = dict(precision="fp32", steps=9, accum_steps=2, eval_loader=loader(16, 8), eval_every=3, progress=False)
+    kw = dict(precision="fp32", steps=9, accum_steps=2)
+    ev = Evaluate(loader=loader(16, 8), every=3)
     m1, o1, l1 = setup()
     torch.manual_seed(5)
-    full = fit(m1, l1, o1, **kw)
+    full = fit(m1, l1, o1, callbacks=[ev], **kw)
     m2, o2, l2 = setup()
     torch.manual_seed(5)
     calls = {"n": 0}
@@ -1013,11 +997,11 @@ def test_resume_is_exact_with_left_over_micro_batches_and_evaluations(tmp_path: 
         return F.cross_entropy(out, y)
 
     with pytest.raises(KeyboardInterrupt):
-        fit(m2, l2, o2, loss_fn=crashing, checkpoint=tmp_path / "r.pt", checkpoint_every=3, **kw)
+        fit(m2, l2, o2, loss_fn=crashing, callbacks=[ev, Checkpoint(tmp_path / "r.pt", every=3)], **kw)
     assert torch.load(tmp_path / "r.pt", weights_only=True)["step"] == 6
     m3, o3, l3 = setup()
     torch.manual_seed(77)
-    resumed = fit(m3, l3, o3, checkpoint=tmp_path / "r.pt", resume=True, **kw)
+    resumed = fit(m3, l3, o3, callbacks=[ev, Checkpoint(tmp_path / "r.pt", resume=True)], **kw)
     assert resumed["samples"].tolist() == [16, 16, 8] * 3
     cols = ["step", "epoch", "loss", "samples", "grad_norm", "val_loss"]
     pd.testing.assert_frame_equal(pd.DataFrame(resumed[cols]), pd.DataFrame(full[cols]))
@@ -1030,22 +1014,23 @@ def test_resume_is_exact_with_left_over_micro_batches_and_evaluations(tmp_path: 
 
 
 @pytest.mark.parametrize("kw,match", [
-    (dict(loss_fn=nn.CrossEntropyLoss), "loss_fn .*the class CrossEntropyLoss: pass an instance"),
-    (dict(loss_fn=lambda out: out.sum()), "loss_fn must be a function .*called with 2 argument"),
-    (dict(loss_fn=lambda out, y, w: out.sum()), "loss_fn must be a function .*called with 2 argument"),
-    (dict(eval_fn=lambda: {}), "eval_fn must be a function .*called with 1 argument"),
-    (dict(eval_fn=dict), "eval_fn .*the class dict"),
-    (dict(scheduler=torch.optim.lr_scheduler.StepLR), "scheduler must be an LR scheduler .*pass an instance"),
-    (dict(eval_loader="val"), "eval_loader must be an iterable"),
-    (dict(eval_loader={"x": torch.zeros(2, 12)}), "eval_loader must be an iterable"),
-    (dict(eval_loader=[]), "eval_loader is empty"),
+    (lambda: dict(loss_fn=nn.CrossEntropyLoss), "loss_fn .*the class CrossEntropyLoss: pass an instance"),
+    (lambda: dict(loss_fn=lambda out: out.sum()), "loss_fn must be a function .*called with 2 argument"),
+    (lambda: dict(loss_fn=lambda out, y, w: out.sum()), "loss_fn must be a function .*called with 2 argument"),
+    (lambda: dict(callbacks=[Evaluate(fn=lambda: {})]), "fn must be a function .*called with 1 argument"),
+    (lambda: dict(callbacks=[Evaluate(fn=dict)]), "fn .*the class dict"),
+    (lambda: dict(callbacks=[Schedule(torch.optim.lr_scheduler.StepLR)]),
+     "scheduler must be an LR scheduler .*pass an instance"),
+    (lambda: dict(callbacks=[Evaluate(loader="val")]), "loader must be an iterable"),
+    (lambda: dict(callbacks=[Evaluate(loader={"x": torch.zeros(2, 12)})]), "loader must be an iterable"),
+    (lambda: dict(callbacks=[Evaluate(loader=[])]), "loader is empty"),
 ])
-def test_fit_refuses_wrong_callbacks_and_eval_loaders_up_front(kw: dict, match: str) -> None:
+def test_fit_refuses_wrong_callbacks_and_eval_loaders_up_front(kw, match: str) -> None:
     m = mlp()
     before = copy.deepcopy(m.state_dict())
     ld = CountingLoader(loader(16, 8))
     with pytest.raises(ValueError, match=match):
-        fit(m, ld, torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", progress=False, **kw)
+        fit(m, ld, torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", **{"callbacks": [], **kw()})
     assert ld.iterated == 0
     assert all(torch.equal(v, m.state_dict()[k]) for k, v in before.items())
 
@@ -1055,7 +1040,7 @@ def test_a_scheduler_of_another_optimizer_is_refused_everywhere(tmp_path: Path) 
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
     other = torch.optim.lr_scheduler.StepLR(torch.optim.SGD(mlp(1).parameters(), lr=0.1), 1)
     with pytest.raises(ValueError, match="scheduler: it was built on another optimizer"):
-        fit(m, loader(), opt, precision="fp32", scheduler=other, progress=False)
+        fit(m, loader(), opt, precision="fp32", callbacks=[Schedule(other)])
     with pytest.raises(ValueError, match="scheduler: it was built on another optimizer"):
         train_step(m, opt, make_scaler("fp32", "cpu"), list(loader())[:1], precision="fp32", scheduler=other)
     with pytest.raises(ValueError, match="scheduler: it was built on another optimizer"):
@@ -1091,7 +1076,7 @@ def test_a_loss_without_gradient_names_loss_fn(loss_fn, match: str) -> None:
     m = mlp()
     before = copy.deepcopy(m.state_dict())
     with pytest.raises(ValueError, match=match):
-        fit(m, loader(), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", loss_fn=loss_fn, progress=False)
+        fit(m, loader(), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", loss_fn=loss_fn, callbacks=[])
     assert all(torch.equal(v, m.state_dict()[k]) for k, v in before.items())
 
 
@@ -1104,15 +1089,14 @@ def test_loaders_that_yield_wrong_batches(batches: list, match: str) -> None:
     m = mlp()
     before = copy.deepcopy(m.state_dict())
     with pytest.raises(ValueError, match=match):
-        fit(m, batches, torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", steps=1, progress=False)
+        fit(m, batches, torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", steps=1, callbacks=[])
     assert all(torch.equal(v, m.state_dict()[k]) for k, v in before.items())
 
 
 def test_a_used_up_iterator_says_so() -> None:
     m = mlp()
     with pytest.raises(ValueError, match="loader: an iterator, used up after epoch 1"):
-        fit(m, iter(list(loader(16, 8))), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", steps=3,
-            progress=False)
+        fit(m, iter(list(loader(16, 8))), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", steps=3, callbacks=[])
 
 
 @pytest.mark.parametrize("bad", ["val", {"a": 1}, []])

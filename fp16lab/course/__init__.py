@@ -3,6 +3,8 @@
 Learners import the library (``fp16lab.train``, ``fp16lab.align``, ...). This subpackage holds
 the tools around the lessons, each reachable from ``python -m fp16lab <command>``:
 
+- ``env``: the environment report, measurement metadata (``doctor``)
+- ``command``: one place that turns a refused command-line input into exit status 2
 - ``paths``: the repository root and the course folders, found in one place
 - ``outputs``: run a lesson in place and stamp where its outputs came from (``outputs``)
 - ``student``: student copies of the lessons (solutions replaced by prompts)
@@ -22,6 +24,8 @@ Nothing here imports torch at import time.
 
 __all__ = [
     "agenda",
+    "command",
+    "env",
     "lab",
     "labserver",
     "outputs",

@@ -13,32 +13,39 @@ from __future__ import annotations
 
 import itertools
 import math
-import numbers
-import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 import torch
 from torch import nn
 
+from fp16lab.checks import positive_float, positive_int
+from fp16lab.device import model_device
+from fp16lab.precision import Precision, check_precision_supported, precision_context
+from fp16lab.train.callbacks import (
+    HISTORY_COLUMNS,
+    NONFINITE_LOSS_STREAK,
+    Callback,
+    Checkpoint,
+    DivergenceGuard,
+    Evaluate,
+    ProgressBar,
+    Schedule,
+    TrainingDiverged,
+    save_fit_checkpoint,
+)
 from fp16lab.train.checkpoint import (
-    CHECKPOINT_FORMAT,
     HistoryFile,
     apply_checkpoint,
     check_checkpoint_fits,
-    check_writable_folder,
-    load_checkpoint,
     read_checkpoint,
     rng_state,
-    save_checkpoint,
     set_rng_state,
 )
-from fp16lab.checks import boolean, function, positive_float, positive_int
-from fp16lab.precision import Precision, check_precision_supported, precision_context
 from fp16lab.train.step import (
     Batch,
     LossFn,
@@ -46,24 +53,18 @@ from fp16lab.train.step import (
     _check_core,
     _check_loader,
     _check_scaler_fits,
-    _check_scheduler,
-    _evaluate,
     _loss_fn,
-    _resolve_run_device,
-    _split,
     _step,
     _trainable,
-    evaluate,
     make_scaler,
-    train_step,
 )
 
-__all__ = ["History", "TrainingDiverged", "fit", "NONFINITE_LOSS_STREAK"]
+C = TypeVar("C", bound=Callback)
 
-_COLUMNS = ("step", "epoch", "loss", "accuracy", "scale", "skipped", "grad_norm", "lr", "samples", "samples_per_s",
-            "time_s")
-# fp16 with min_scale=None: this many non-finite losses in a row stop the run
-NONFINITE_LOSS_STREAK = 3
+__all__ = ["History", "TrainingDiverged", "fit", "NONFINITE_LOSS_STREAK", "Callback", "Evaluate", "Checkpoint",
+           "Schedule", "DivergenceGuard", "ProgressBar"]
+
+_COLUMNS = HISTORY_COLUMNS
 
 
 class History(pd.DataFrame):
@@ -98,27 +99,6 @@ class History(pd.DataFrame):
         h = cls(frame[cols])
         h.attrs.update(attrs)
         return h
-
-
-class TrainingDiverged(RuntimeError):
-    """Raised by :func:`fit` when a run cannot go on. ``reason`` says why:
-
-    - ``"data"``: the loss is not finite and the step's inputs or targets hold NaN/inf;
-    - ``"loss"``: the loss is not finite (fp32/tf32/bf16: at once; fp16 with
-      ``min_scale=None``: on ``NONFINITE_LOSS_STREAK`` steps in a row);
-    - ``"grad_norm"``: fp32/tf32/bf16 gradients that are not finite (no scaler skips them);
-    - ``"scale"``: the fp16 loss scale fell below ``min_scale`` (a heuristic, see :func:`fit`).
-
-    Attributes: ``step``, ``value``, ``reason`` and ``history`` (the :class:`History` up to
-    and including the failing step).
-    """
-
-    def __init__(self, message: str, *, step: int, value: float, reason: str, history: History) -> None:
-        super().__init__(message)
-        self.step = step
-        self.value = value
-        self.reason = reason
-        self.history = history
 
 
 # ---------------------------------------------------------------- the data stream
@@ -213,23 +193,18 @@ class _Plan:
 
     precision: Precision
     device: torch.device
-    move_model: bool
+    optimizer: torch.optim.Optimizer
     steps: int
     accum_steps: int
     loss_fn: LossFn
     clip: float | None
-    min_scale: float | None
-    eval_loader: Iterable[Batch] | None
-    eval_fn: Callable[[nn.Module], Mapping[str, Any]] | None
-    eval_every: int | None
-    checkpoint: Path | None
-    checkpoint_every: int | None
-    resume: bool
-    channels_last: bool
-    track_grad_norm: bool
-    progress: bool
-    desc: str
+    callbacks: list[Callback]
+    scheduler: Any = None
     loader_facts: dict[str, int | None] = field(default_factory=dict)
+
+    def find(self, kind: type[C]) -> C | None:
+        """The callback of this kind, if fit was given one."""
+        return next((cb for cb in self.callbacks if isinstance(cb, kind)), None)
 
 
 def _loader_facts(loader: object) -> dict[str, int | None]:
@@ -239,57 +214,64 @@ def _loader_facts(loader: object) -> dict[str, int | None]:
     return {"batch_size": size if isinstance(size, int) else None, "batches_per_epoch": n_batches}
 
 
-def _plan_steps(steps: object, epochs: object, accum: int, n_batches: int | None) -> int:
-    if steps is not None and epochs is not None:
-        raise ValueError(f"give steps or epochs, not both (got steps={steps!r}, epochs={epochs!r})")
+def _plan_steps(steps: object, accum: int, n_batches: int | None) -> int:
     if steps is not None:
         return positive_int("steps", steps)
-    n_epochs = positive_int("epochs", epochs) if epochs is not None else 1
     if n_batches is None:
-        raise ValueError("the loader has no len(); give steps= instead of epochs=")
-    return n_epochs * math.ceil(n_batches / accum)  # the last step of an epoch takes what is left
+        raise ValueError("steps=None means one epoch, but the loader has no len(); give steps=")
+    return math.ceil(n_batches / accum)  # the last step of the epoch takes what is left
 
 
-def _plan_fit(model: nn.Module, loader: object, optimizer: torch.optim.Optimizer, scaler: object,
-              scheduler: object, a: dict[str, Any]) -> _Plan:
-    """Check every argument of :func:`fit` (``a``: its keyword arguments); change nothing."""
+def _check_callbacks(callbacks: object) -> list[Callback]:
+    """The callbacks, sorted by ``order``; fit's own guard unless a DivergenceGuard is given; None: a bar."""
+    if callbacks is None:
+        given: list[Callback] = [ProgressBar()]
+    elif isinstance(callbacks, (str, bytes, Callback)) or not isinstance(callbacks, Sequence):
+        raise TypeError(f"callbacks must be a list of fp16lab.train callbacks (e.g. [Evaluate(loader)]) or None; "
+                        f"got {callbacks!r:.80}")
+    else:
+        given = list(callbacks)
+    for i, cb in enumerate(given):
+        if not isinstance(cb, Callback):
+            raise TypeError(f"callbacks[{i}] must be an fp16lab.train.Callback (Evaluate, Checkpoint, Schedule, "
+                            f"DivergenceGuard, ProgressBar or your subclass), got {cb!r:.80}")
+    for kind in (Checkpoint, Schedule, DivergenceGuard, ProgressBar):
+        if sum(isinstance(cb, kind) for cb in given) > 1:
+            raise ValueError(f"callbacks: give at most one {kind.__name__}, got {sum(isinstance(c, kind) for c in given)}")
+    if not any(isinstance(cb, DivergenceGuard) for cb in given):
+        given.append(DivergenceGuard())
+    return sorted(given, key=lambda cb: cb.order)
+
+
+def _check_model_real(model: nn.Module) -> None:
+    meta = next((n for n, q in model.named_parameters() if q.is_meta), None)
+    if meta is not None:
+        raise ValueError(f"model: parameter {meta!r} is on the 'meta' device (shapes only, no data); "
+                         "materialise the model first, e.g. model.to_empty(device=...) and initialise it")
+
+
+def _plan_fit(model: nn.Module, loader: object, optimizer: torch.optim.Optimizer, scaler: object, *,
+              precision: object, steps: object, loss_fn: object, accum_steps: object, clip_grad_norm: object,
+              callbacks: object) -> _Plan:
+    """Check every argument of :func:`fit`; change nothing."""
     _check_core(model, optimizer, scaler)
-    _check_scheduler(scheduler, optimizer)
-    dev = _resolve_run_device(model, a["device"])
-    p = check_precision_supported(a["precision"], dev)
+    _check_model_real(model)
+    dev = model_device(model)
+    p = check_precision_supported(precision, dev)  # type: ignore[arg-type]
     _check_scaler_fits(scaler, p)  # type: ignore[arg-type]
-    accum = positive_int("accum_steps", a["accum_steps"])
+    accum = positive_int("accum_steps", accum_steps)
     facts = _loader_facts(loader)
-    every = {k: positive_int(k, a[k]) if a[k] is not None else None for k in ("eval_every", "checkpoint_every")}
-    eval_loader, eval_fn = a["eval_loader"], function("eval_fn", a["eval_fn"], "a function model -> dict",
-                                                                  n_args=1, optional=True)
-    if eval_loader is not None:
-        _check_loader("eval_loader", eval_loader)
-    if every["eval_every"] is not None and eval_loader is None and eval_fn is None:
-        raise ValueError("eval_every needs something to evaluate: give eval_loader= and/or eval_fn=")
-    resume = boolean("resume", a["resume"])
-    ckpt = a["checkpoint"]
-    if (resume or every["checkpoint_every"] is not None) and ckpt is None:
-        raise ValueError("resume/checkpoint_every need checkpoint=<path of the checkpoint file>")
-    if ckpt is not None:
-        ckpt = check_writable_folder(ckpt, name="checkpoint")
-        if HistoryFile(ckpt).path.is_dir():
-            raise ValueError(f"{str(HistoryFile(ckpt).path)!r} (where fit keeps the history of checkpoint={str(ckpt)!r}) "
-                             "is a folder; move it or choose another checkpoint name")
-    if a["desc"] is not None and not isinstance(a["desc"], str):
-        raise ValueError(f"desc must be a str or None, got {a['desc']!r}")
-    return _Plan(
-        precision=p, device=dev, move_model=a["device"] is not None,
-        steps=_plan_steps(a["steps"], a["epochs"], accum, facts["batches_per_epoch"]), accum_steps=accum,
-        loss_fn=_loss_fn(a["loss_fn"]),
-        clip=positive_float("clip_grad_norm", a["clip_grad_norm"]) if a["clip_grad_norm"] is not None else None,
-        min_scale=positive_float("min_scale", a["min_scale"]) if a["min_scale"] is not None else None,
-        eval_loader=eval_loader, eval_fn=eval_fn, eval_every=every["eval_every"], checkpoint=ckpt,
-        checkpoint_every=every["checkpoint_every"], resume=resume,
-        channels_last=boolean("channels_last", a["channels_last"]),
-        track_grad_norm=boolean("track_grad_norm", a["track_grad_norm"]),
-        progress=boolean("progress", a["progress"]), desc=a["desc"] or f"fit {p.value}", loader_facts=facts,
+    plan = _Plan(
+        precision=p, device=dev, optimizer=optimizer, steps=_plan_steps(steps, accum, facts["batches_per_epoch"]),
+        accum_steps=accum, loss_fn=_loss_fn(loss_fn),
+        clip=positive_float("clip_grad_norm", clip_grad_norm) if clip_grad_norm is not None else None,
+        callbacks=_check_callbacks(callbacks), loader_facts=facts,
     )
+    schedule = plan.find(Schedule)
+    plan.scheduler = schedule.scheduler if schedule is not None else None
+    for cb in plan.callbacks:
+        cb.check(plan)
+    return plan
 
 
 # ---------------------------------------------------------------- fit: resume (checked before applied)
@@ -307,14 +289,12 @@ def _run_settings(plan: _Plan) -> dict[str, Any]:
     return {"precision": plan.precision.value, "accum_steps": plan.accum_steps, **plan.loader_facts}
 
 
-def _read_resume(plan: _Plan, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any) -> _Resume:
+def _read_resume(plan: _Plan, path: Path, model: nn.Module) -> _Resume:
     """Read and check the checkpoint completely; raise before anything is changed."""
-    path = plan.checkpoint
-    assert path is not None
     if not path.exists():
         raise FileNotFoundError(
-            f"resume=True, but there is no checkpoint at checkpoint={str(path)!r}. To start a new run pass "
-            "resume=False; to resume only when the file exists, pass resume=Path(checkpoint).exists()"
+            f"Checkpoint(resume=True), but there is no checkpoint at path={str(path)!r}. To start a new run pass "
+            "resume=False; to resume only when the file exists, pass resume=Path(path).exists()"
         )
     payload = read_checkpoint(path, map_location=plan.device, weights_only=True)
     fit_extra = payload["extra"].get("fit")
@@ -327,7 +307,7 @@ def _read_resume(plan: _Plan, model: nn.Module, optimizer: torch.optim.Optimizer
     if diff:
         raise ValueError(f"cannot resume {str(path)!r} exactly: this run differs from the one that wrote it "
                          f"({'; '.join(diff)}). Resume with the same settings and data, or start a new run")
-    check_checkpoint_fits(payload, path, model, optimizer, scheduler=scheduler,
+    check_checkpoint_fits(payload, path, model, plan.optimizer, scheduler=plan.scheduler,
                           scaler_enabled=plan.precision.uses_scaler)
     step = int(payload["step"])
     if step > plan.steps:
@@ -337,125 +317,44 @@ def _read_resume(plan: _Plan, model: nn.Module, optimizer: torch.optim.Optimizer
     return _Resume(payload=payload, rows=rows, mark=fit_extra["history"])
 
 
-# ---------------------------------------------------------------- fit: the divergence check
-
-
-@dataclass(frozen=True)
-class _Divergence:
-    """Why a run cannot go on: the reason (TrainingDiverged.reason), the value, the message."""
-
-    reason: str
-    value: float
-    message: str
-
-
-def _advice(precision: Precision) -> str:
-    tips = ["a lower learning rate", "gradient clipping (clip_grad_norm=1.0)"]
-    tips.append("keeping the unstable op in an FP32 island (torch.autocast(device_type, enabled=False))")
-    if precision is Precision.FP16:
-        tips.append("bf16 instead of fp16 (fp32's range, no scaler needed)")
-    elif precision is Precision.BF16:
-        tips.append("fp32 for the layers that overflow")
-    return "Try: " + "; ".join(tips) + "."
-
-
-def _nonfinite_inputs(micro: Sequence[Batch]) -> str | None:
-    """Which micro-batch holds NaN/inf inputs or targets (read only after a non-finite loss)."""
-    for i, batch in enumerate(micro, 1):
-        for what, t in zip(("inputs", "targets"), _split(batch), strict=True):
-            if t.is_floating_point() and not bool(torch.isfinite(t).all()):
-                n_nan, n_inf = int(torch.isnan(t).sum()), int(torch.isinf(t).sum())
-                return f"micro-batch {i} of {len(micro)}: its {what} hold {n_nan} NaN and {n_inf} inf values"
-    return None
-
-
-def _check_divergence(plan: _Plan, step: int, r: StepResult, micro: Sequence[Batch],
-                      rows: Sequence[Mapping[str, Any]]) -> _Divergence | None:
-    """The run's health after one step; None while it is fine."""
-    p = plan.precision
-    if not math.isfinite(r.loss):
-        bad_data = _nonfinite_inputs(micro)
-        if bad_data is not None:
-            return _Divergence("data", r.loss, f"step {step}: the loss is {r.loss} because the data is not finite "
-                               f"({bad_data}). Check your data: look for NaN/inf in the dataset and in the "
-                               "preprocessing (a division by zero, log of 0, a missing value).")
-        if not p.uses_scaler:
-            return _Divergence("loss", r.loss, f"step {step}: the loss is {r.loss} (not finite) training in {p.value}. "
-                               + _advice(p))
-        streak = len(list(itertools.takewhile(lambda row: not math.isfinite(row["loss"]), reversed(rows))))
-        if plan.min_scale is None and streak >= NONFINITE_LOSS_STREAK:
-            return _Divergence("loss", r.loss, f"step {step}: the loss was not finite on {streak} steps in a row in "
-                               "fp16: the forward pass overflows, which no loss scale can fix (min_scale=None turned "
-                               "the scale check off). " + _advice(p))
-    if not p.uses_scaler and r.grad_norm is not None and not math.isfinite(r.grad_norm):
-        return _Divergence("grad_norm", r.grad_norm, f"step {step}: the gradient norm is {r.grad_norm} in {p.value} "
-                           "(no GradScaler skips such a step: the weights are no longer finite). " + _advice(p))
-    if p.uses_scaler and plan.min_scale is not None and r.scale < plan.min_scale:
-        recent = sum(bool(x["skipped"]) for x in rows[-50:])
-        forward = "" if math.isfinite(r.loss) else ": the loss itself is not finite, the forward pass overflows"
-        return _Divergence("scale", r.scale, (
-            f"step {step}: the fp16 loss scale fell to {r.scale:g}, below min_scale={plan.min_scale:g} "
-            f"({recent} of the last {min(len(rows), 50)} steps were skipped for inf/NaN gradients; last loss "
-            f"{r.loss:g}{forward}). A scale below min_scale is a heuristic sign of divergence (GradScaler itself does not "
-            "promise a scale >= 1); min_scale=None turns it off. " + _advice(p)))
-    return None
-
-
 # ---------------------------------------------------------------- fit: the run
 
 
-def _metrics(result: object) -> dict[str, float]:
-    """eval_fn's result as plain floats (numpy and 0-d tensor numbers accepted)."""
-    if not isinstance(result, Mapping):
-        raise ValueError(f"eval_fn must return a dict of name -> number, got {type(result).__name__}")
-    out: dict[str, float] = {}
-    for k, v in result.items():
-        if not isinstance(k, str) or k in _COLUMNS:
-            raise ValueError(f"eval_fn returned the key {k!r}: keys must be str and not one of the History "
-                             f"columns {', '.join(_COLUMNS)} (e.g. 'val_{k}')")
-        if isinstance(v, torch.Tensor) and v.numel() == 1:
-            v = v.item()
-        if isinstance(v, bool) or not isinstance(v, numbers.Real):
-            raise ValueError(f"eval_fn returned {k!r}: {v!r:.60} ({type(v).__name__}); values must be numbers "
-                             "(python, numpy or a one-element tensor)")
-        out[k] = float(v)
-    return out
-
-
 class _Run:
-    """One fit run: the objects, the plan, the rows so far and the timing."""
+    """One fit run: the objects, the plan, the rows so far and the timing (what callbacks see)."""
 
-    def __init__(self, plan: _Plan, model: nn.Module, loader: Iterable[Batch], optimizer: torch.optim.Optimizer,
-                 scaler: torch.amp.GradScaler, scheduler: Any) -> None:
-        self.plan, self.model, self.optimizer, self.scaler, self.scheduler = plan, model, optimizer, scaler, scheduler
+    def __init__(self, plan: _Plan, model: nn.Module, loader: Iterable[Batch],
+                 scaler: torch.amp.GradScaler) -> None:
+        self.plan, self.model, self.optimizer, self.scaler = plan, model, plan.optimizer, scaler
         self.stream = _Stream(loader, plan.device)
         self.params = _trainable(model)
         self.rows: list[dict[str, Any]] = []
+        self.micro: list[Batch] = []  # the last step's micro-batches
         self.start_step = 0
         self.t_prev = self.elapsed = 0.0  # set when the run starts
-        self.history_file = HistoryFile(plan.checkpoint) if plan.checkpoint is not None else None
+        self.history_file: HistoryFile | None = None
         self.attrs = dict(precision=plan.precision.value, device=str(plan.device), accum_steps=plan.accum_steps,
                           clip_grad_norm=plan.clip)
 
-    def restore(self, resume: _Resume) -> None:
-        apply_checkpoint(resume.payload, self.model, self.optimizer, scaler=self.scaler, scheduler=self.scheduler,
+    def restore(self, path: Path, resume: _Resume) -> None:
+        apply_checkpoint(resume.payload, self.model, self.optimizer, scaler=self.scaler, scheduler=self.plan.scheduler,
                          restore_rng=False)
         self.start_step = int(resume.payload["step"])
         self.rows = resume.rows
         self.stream.seek(resume.payload["extra"]["fit"]["stream"])
-        assert self.history_file is not None
+        self.history_file = HistoryFile(path)
         self.history_file.continue_from(resume.mark)
 
     def history(self) -> History:
         return History.from_rows(self.rows, **self.attrs)
 
-    def one_step(self, step: int, scale_before: float) -> tuple[StepResult, list[Batch]]:
+    def one_step(self, step: int, scale_before: float) -> StepResult:
         """Run one optimizer step and record its row."""
         plan = self.plan
-        micro, epoch = self.stream.take(plan.accum_steps)
-        r = _step(self.model, self.optimizer, self.scaler, micro, p=plan.precision, dev=plan.device,
-                  params=self.params, loss_fn=plan.loss_fn, clip=plan.clip, scheduler=self.scheduler,
-                  channels_last=plan.channels_last, track_grad_norm=plan.track_grad_norm, scale_before=scale_before)
+        self.micro, epoch = self.stream.take(plan.accum_steps)
+        r = _step(self.model, self.optimizer, self.scaler, self.micro, p=plan.precision, dev=plan.device,
+                  params=self.params, loss_fn=plan.loss_fn, clip=plan.clip, scheduler=plan.scheduler,
+                  channels_last=False, track_grad_norm=True, scale_before=scale_before)
         now = time.perf_counter()
         dt, self.t_prev = now - self.t_prev, now
         self.elapsed += dt
@@ -464,60 +363,37 @@ class _Run:
             "skipped": r.skipped, "grad_norm": r.grad_norm if r.grad_norm is not None else math.nan, "lr": r.lr,
             "samples": r.samples, "samples_per_s": r.samples / dt if dt > 0 else math.nan, "time_s": self.elapsed,
         })
-        return r, micro
+        return r
 
-    def evaluate_and_save(self, step: int) -> None:
-        """Evaluate and checkpoint when their cadence (or the final step) says so."""
-        plan, final = self.plan, step == self.plan.steps
-
-        def due(every: int | None) -> bool:
-            return final or (every is not None and step % every == 0)
-
-        if (plan.eval_loader is not None or plan.eval_fn is not None) and due(plan.eval_every):
-            if plan.eval_loader is not None:
-                self.rows[-1].update(_evaluate(self.model, plan.eval_loader, plan.precision, plan.device,
-                                               plan.loss_fn, plan.channels_last))
-            if plan.eval_fn is not None:
-                self.rows[-1].update(_metrics(plan.eval_fn(self.model)))
-            self.t_prev = time.perf_counter()  # evaluation time is not training time
-        if plan.checkpoint is not None and due(plan.checkpoint_every):
-            self.save(step)
-            self.t_prev = time.perf_counter()
-
-    def save(self, step: int) -> None:
+    def save(self, path: Path, step: int) -> None:
         """History rows since the last save to the sidecar, then the checkpoint (atomically)."""
-        assert self.history_file is not None and self.plan.checkpoint is not None
+        if self.history_file is None:
+            self.history_file = HistoryFile(path)
         mark = self.history_file.save(self.rows)
         extra = {"fit": {"settings": _run_settings(self.plan),
                          "stream": self.stream.position(), "history": mark.as_dict()}}
-        save_checkpoint(self.plan.checkpoint, self.model, self.optimizer, scaler=self.scaler,
-                        scheduler=self.scheduler, step=step, extra=extra)
+        save_fit_checkpoint(path, self, step, extra)
 
     def train(self) -> History:
-        from tqdm.auto import tqdm
-
         plan = self.plan
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         self.elapsed = float(self.rows[-1]["time_s"]) if self.rows else 0.0
         scale = self.scaler.get_scale()  # after this, each step's result carries it
-        bar = tqdm(total=plan.steps, initial=self.start_step, disable=not plan.progress, desc=plan.desc, leave=False)
         try:
+            for cb in plan.callbacks:
+                cb.before_fit(self)
             with precision_context(plan.precision):
                 self.t_prev = time.perf_counter()
                 for step in range(self.start_step + 1, plan.steps + 1):
-                    r, micro = self.one_step(step, scale)
+                    r = self.one_step(step, scale)
                     scale = r.scale
-                    bad = _check_divergence(plan, step, r, micro, self.rows)
-                    if bad is not None:
-                        raise TrainingDiverged(bad.message, step=step, value=bad.value, reason=bad.reason,
-                                               history=self.history())
-                    self.evaluate_and_save(step)
-                    bar.update(1)
-                    if step % 10 == 0 or step == plan.steps:
-                        bar.set_postfix(loss=f"{r.loss:.4g}", scale=f"{r.scale:g}", refresh=False)
+                    for cb in plan.callbacks:
+                        cb.after_step(self, step, r)
+                    self.t_prev = time.perf_counter()  # callbacks' time (evaluation, saving) is not training time
         finally:
-            bar.close()
+            for cb in plan.callbacks:
+                cb.after_fit(self)
         return self.history()
 
 
@@ -527,69 +403,38 @@ def fit(
     optimizer: torch.optim.Optimizer,
     *,
     precision: "Precision | str" = "fp16",
-    device: "torch.device | str | None" = None,
     steps: int | None = None,
-    epochs: int | None = None,
     loss_fn: LossFn | None = None,
     accum_steps: int = 1,
     clip_grad_norm: float | None = None,
-    scheduler: Any | None = None,
     scaler: torch.amp.GradScaler | None = None,
-    channels_last: bool = False,
-    eval_loader: Iterable[Batch] | None = None,
-    eval_fn: Callable[[nn.Module], Mapping[str, Any]] | None = None,
-    eval_every: int | None = None,
-    checkpoint: "str | os.PathLike[str] | None" = None,
-    checkpoint_every: int | None = None,
-    resume: bool = False,
-    min_scale: float | None = 1.0,
-    track_grad_norm: bool = True,
-    progress: bool = True,
-    desc: str | None = None,
+    callbacks: Sequence[Callback] | None = None,
 ) -> History:
     """Train ``model`` with mixed precision done right; return a :class:`History`.
 
-    Every argument is checked before anything changes (also the checkpoint folder, and a
-    resume's whole checkpoint). Defaults: ``precision="fp16"`` (fp32, tf32, fp16 or bf16; TF32
-    set for the run by ``precision_context``), ``device`` = the model's (the model is moved
-    when given), ``epochs=1`` when neither ``steps`` nor ``epochs`` is given (``steps`` counts
-    optimizer steps in total, across a resume), cross-entropy loss (``loss_fn`` must return the
-    batch mean, a 0-d tensor), ``accum_steps=1`` (micro-batches weighted by size: one big
-    batch; a step never spans two epochs, so an epoch's last step takes the micro-batches
-    left), no clipping, a new ``GradScaler`` (enabled for fp16 only) unless ``scaler`` is
-    given, NCHW, the gradient norm tracked.
+    Every argument is checked before anything changes (a resume's whole checkpoint too).
+    ``model`` trains on its own device (move it first; fit never moves it) and its batches are
+    moved there. Defaults: ``precision="fp16"`` (fp32, tf32, fp16 or bf16; TF32 set for the
+    run by ``precision_context``), ``steps=None`` = one epoch (``steps`` counts optimizer steps
+    in total, across a resume; a step never spans two epochs, so an epoch's last step takes the
+    micro-batches left), cross-entropy loss (``loss_fn`` must return the batch mean, a 0-d
+    tensor), ``accum_steps=1`` (micro-batches weighted by size: one big batch), no clipping, a
+    new ``GradScaler`` (enabled for fp16 only) unless ``scaler`` is given.
 
     ``optimizer`` is yours; it must hold every trainable parameter of the model, so build it
     after changing the model (e.g. after ``pad_layers``). On a GPU pass
-    ``torch.optim.Adam(model.parameters(), fused=True)``: one kernel for the whole update,
-    and no GradScaler host sync in ``step``.
+    ``torch.optim.Adam(model.parameters(), fused=True)``: one kernel for the whole update.
 
-    Evaluation: ``eval_loader`` (val_loss, val_accuracy) and/or ``eval_fn(model) -> dict`` of
-    numbers (python, numpy or one-element tensors; stored as floats) every ``eval_every`` steps
-    and at the end. Checkpoints: every ``checkpoint_every`` steps and at the end to the file
-    ``checkpoint``; the history goes once into ``<checkpoint>.history.jsonl`` beside it
-    (appended at each save). ``resume=False`` starts at step 0 and overwrites both at its
-    first save; ``resume=True`` continues the checkpoint exactly (same precision, accum_steps,
-    batch size and batches per epoch, optimizer and scheduler classes, model shapes) and
-    returns the whole history; a missing file is a ``FileNotFoundError`` (pass
-    ``resume=Path(checkpoint).exists()`` to resume only when there is one).
-
-    Divergence (:class:`TrainingDiverged`): a non-finite loss whose inputs hold NaN/inf stops
-    the run at once ("check your data"); in fp32/tf32/bf16 so does any non-finite loss or
-    gradient norm. In fp16 a non-finite gradient only skips the step; ``min_scale=1.0`` stops
-    the run when the scale falls below it, a heuristic (GradScaler does not promise a scale
-    >= 1, but a scale that low means nearly every step overflows). ``min_scale=None`` turns
-    that off; then a loss that is non-finite on ``NONFINITE_LOSS_STREAK`` steps in a row
-    stops the run. The scheduler is stepped once per optimizer step that was not skipped.
+    ``callbacks`` (:mod:`fp16lab.train.callbacks`): ``Evaluate``, ``Checkpoint``, ``Schedule``,
+    ``DivergenceGuard``, ``ProgressBar`` or your own. None means ``[ProgressBar()]``; a list
+    means exactly those (``[]`` runs quietly). The divergence guard always runs: a
+    ``DivergenceGuard`` in the list replaces the default one.
     """
-    args = {k: v for k, v in locals().items() if k not in ("model", "loader", "optimizer", "scaler", "scheduler")}
-    plan = _plan_fit(model, loader, optimizer, scaler, scheduler, args)
-    resumed = _read_resume(plan, model, optimizer, scheduler) if plan.resume else None
-    if plan.move_model:
-        model.to(plan.device)
-    if plan.channels_last:
-        model.to(memory_format=torch.channels_last)
-    run = _Run(plan, model, loader, optimizer, scaler or make_scaler(plan.precision, plan.device), scheduler)
-    if resumed is not None:
-        run.restore(resumed)
+    plan = _plan_fit(model, loader, optimizer, scaler, precision=precision, steps=steps, loss_fn=loss_fn,
+                     accum_steps=accum_steps, clip_grad_norm=clip_grad_norm, callbacks=callbacks)
+    ckpt = plan.find(Checkpoint)
+    resumed = _read_resume(plan, ckpt.path, model) if ckpt is not None and ckpt.resume else None
+    run = _Run(plan, model, loader, scaler or make_scaler(plan.precision, plan.device))
+    if resumed is not None and ckpt is not None:
+        run.restore(ckpt.path, resumed)
     return run.train()

@@ -22,8 +22,8 @@ from typing import Any
 import pandas as pd
 import torch
 
-from fp16lab.labs.benchmark.configs import COMPILED, RECOMMENDED, TRAIN_STEP, ModelArg, ModelSpec, parse_model
 from fp16lab.checks import positive_float, positive_int
+from fp16lab.labs.benchmark.configs import COMPILED, RECOMMENDED, TRAIN_STEP, ModelArg, ModelSpec, parse_model
 
 __all__ = [
     "FLOP_METHOD",

@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 import torch
 
+from fp16lab.course.runtime.quick import is_quick, pick
 from fp16lab.labs.benchmark.configs import (
     ARTICLE_CLAIM,
     COMPARISON,
@@ -25,7 +26,6 @@ from fp16lab.labs.benchmark.configs import (
 )
 from fp16lab.labs.benchmark.report import BenchResult, plot_results, profile_table, readme_section
 from fp16lab.labs.benchmark.run import run_benchmark
-from fp16lab.course.runtime.quick import is_quick, pick
 
 __all__ = ["add_bench_parser", "main", "REFERENCE"]
 
@@ -42,8 +42,8 @@ new measurement starts after 480 s and a compile gets at most 150 s, so it ends 
 
 
 def _reference_output(model: str) -> Path:
-    from fp16lab.hardware import gpu_facts, peak_for
     from fp16lab.course.runtime.results import RESULTS_DIR
+    from fp16lab.hardware import gpu_facts, peak_for
 
     facts = gpu_facts()
     if facts is None:
@@ -92,8 +92,8 @@ def _run_kwargs(args: argparse.Namespace, dev: torch.device) -> dict[str, Any]:
 
 
 def _bench_cli(args: argparse.Namespace) -> int:
-    from fp16lab.device import choose_device
     from fp16lab.course.runtime.results import output_path
+    from fp16lab.device import choose_device
 
     try:
         if args.readme_from:

@@ -25,6 +25,8 @@ from typing import Any
 
 import torch
 
+from fp16lab.checks import instance, one_of, positive_int
+from fp16lab.device import choose_device, free_memory, is_oom, synchronize
 from fp16lab.labs.benchmark.configs import (
     TASKS,
     BenchConfig,
@@ -36,8 +38,6 @@ from fp16lab.labs.benchmark.configs import (
     unsupported_reason,
 )
 from fp16lab.labs.benchmark.steps import Runner, build_runner
-from fp16lab.checks import instance, one_of, positive_int
-from fp16lab.device import choose_device, free_memory, is_oom, synchronize
 from fp16lab.precision import tf32_flags, tf32_state
 from fp16lab.timing import time_windows
 

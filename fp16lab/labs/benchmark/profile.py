@@ -13,30 +13,10 @@ from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
-import torch
 
-from fp16lab.timing import is_gpu_event
+from fp16lab.timing import KINDS, gpu_kernels, kernel_kind
 
-__all__ = ["KINDS", "kernel_kind", "breakdown", "profile_steps"]
-
-# Checked in order: the first kind whose pattern occurs in the lower-cased kernel name wins
-# (an Inductor kernel fusing batch norm and ReLU counts as batch norm; cuDNN's layout
-# transposes before its convolutions).
-KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("layout transposes", ("nchwtonhwc", "nhwctonchw", "transpose")),
-    ("optimizer and scaler", ("adam", "multi_tensor", "foreach", "amp_update_scale", "non_finite", "unscale")),
-    ("loss", ("softmax", "nll_loss", "cross_entropy")),
-    ("batch norm", ("batch_norm", "batchnorm", "bn_fw", "bn_bw", "bn_")),
-    ("convolution / matmul", ("conv", "gemm", "xmma", "cutlass", "cudnn", "wgrad", "dgrad", "fprop")),
-    ("elementwise", ("elementwise", "relu", "threshold", "triton_poi", "add", "mul", "copy", "fill")),
-)
-
-
-def kernel_kind(name: str) -> str:
-    """The kind of a CUDA kernel from its name (see :data:`KINDS`), or ``'other'``."""
-    low = name.lower()
-    return next((kind for kind, pats in KINDS if any(p in low for p in pats)), "other")
-
+__all__ = ["KINDS", "kernel_kind", "breakdown", "profile_steps"]  # KINDS, kernel_kind: from fp16lab.timing
 
 def breakdown(kernels: Iterable[tuple[str, float]], steps: int, step_ms: float) -> pd.DataFrame:
     """Kernel milliseconds per step by kind, and the share of the measured step each takes.
@@ -57,25 +37,13 @@ def breakdown(kernels: Iterable[tuple[str, float]], steps: int, step_ms: float) 
     return out
 
 
-def _self_device_us(entry: Any) -> float:
-    for attr in ("self_device_time_total", "self_cuda_time_total"):  # the name changed in torch 2.x
-        if hasattr(entry, attr):
-            return float(getattr(entry, attr))
-    return 0.0
-
-
 def profile_steps(session: Any, steps: int = 5) -> list[tuple[str, float]]:
     """``(kernel name, microseconds)`` of ``steps`` steps of an open session on a CUDA GPU.
 
-    Only the GPU's own events count (:func:`fp16lab.timing.is_gpu_event`).
+    One warm-up step, then the steps under :func:`fp16lab.timing.gpu_kernels` (the GPU's own events only).
     """
-    from torch.profiler import ProfilerActivity, profile
-
     if session.dev.type != "cuda":
         raise ValueError(f"kernel profiles need a CUDA GPU; this session runs on {session.dev.type}")
     session.warm(1)
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        session.warm(steps)
-    torch.cuda.synchronize(session.dev)
-    return [(e.key, _self_device_us(e)) for e in prof.key_averages()
-            if is_gpu_event(e) and _self_device_us(e) > 0]
+    frame = gpu_kernels(lambda: session.warm(steps), calls=1, warmup=0)
+    return [(str(k), float(us)) for k, us in zip(frame["kernel"], frame["total_us"], strict=True) if us > 0]

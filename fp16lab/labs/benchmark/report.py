@@ -10,10 +10,10 @@ from typing import Any
 
 import pandas as pd
 
-from fp16lab.labs.benchmark.analysis import check_frame, targets_table
-from fp16lab.labs.benchmark.configs import ARTICLE_CLAIM, CONFIGS, RECOMMENDED, validate_output
 from fp16lab.checks import instance, one_of, positive_int
 from fp16lab.course.runtime.results import load_results, save_results
+from fp16lab.labs.benchmark.analysis import check_frame, targets_table
+from fp16lab.labs.benchmark.configs import ARTICLE_CLAIM, CONFIGS, RECOMMENDED, validate_output
 
 __all__ = [
     "BenchResult",

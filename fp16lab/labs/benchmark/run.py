@@ -15,6 +15,9 @@ from typing import Any
 import pandas as pd
 import torch
 
+from fp16lab.checks import boolean, instance, one_of, positive_float, positive_int
+from fp16lab.course.runtime.results import _metadata_json
+from fp16lab.device import choose_device, free_memory
 from fp16lab.labs.benchmark.analysis import FLOP_METHOD, add_mfu, model_flops, targets_table
 from fp16lab.labs.benchmark.configs import (
     COMPILED,
@@ -45,10 +48,7 @@ from fp16lab.labs.benchmark.measure import (
     time_box,
 )
 from fp16lab.labs.benchmark.report import BenchResult
-from fp16lab.checks import boolean, instance, one_of, positive_float, positive_int
-from fp16lab.device import choose_device, free_memory
 from fp16lab.precision import parse_precision
-from fp16lab.course.runtime.results import _metadata_json
 
 __all__ = ["Plan", "make_plan", "run_benchmark"]
 
@@ -160,8 +160,8 @@ def _peak_and_flops(plan: Plan) -> dict[str, Any]:
 
 
 def _metadata(plan: Plan, extra: dict[str, Any] | None) -> dict[str, Any]:
-    from fp16lab.course.runtime.quick import is_quick
     from fp16lab.course.env import run_metadata
+    from fp16lab.course.runtime.quick import is_quick
 
     every = [*plan.comparison, *[c for c, _ in plan.sweep], *plan.explore]
     meta = run_metadata(plan.dev)

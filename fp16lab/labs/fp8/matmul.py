@@ -24,8 +24,8 @@ import torch
 
 from fp16lab.checks import boolean, non_negative_int, one_of, positive_float, positive_int
 from fp16lab.device import parse_device, resolve_device
-from fp16lab.labs.fp8.scaling import quantize
 from fp16lab.hardware import gpu_facts
+from fp16lab.labs.fp8.scaling import quantize
 from fp16lab.precision import tf32_flags
 from fp16lab.timing import matmul_tflops, time_fn
 

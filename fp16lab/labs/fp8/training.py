@@ -19,13 +19,13 @@ import torch
 from torch import nn
 
 from fp16lab.checks import boolean, one_of, positive_float, positive_int
+from fp16lab.course.runtime.results import Measured, load_reference, measure_or_reference
+from fp16lab.data import SyntheticLanguage
 from fp16lab.device import OOM_ERRORS, free_memory, model_device, resolve_device
 from fp16lab.labs.fp8.layers import RECIPES, Fp8Filter, _filter_fn, to_fp8_training, torchao_status
 from fp16lab.labs.fp8.matmul import fp8_capable
 from fp16lab.labs.transformers.lm import lm_throughput, train_lm
-from fp16lab.data import SyntheticLanguage
 from fp16lab.precision import autocast, parse_precision
-from fp16lab.course.runtime.results import Measured, load_reference, measure_or_reference
 from fp16lab.timing import time_fn
 
 __all__ = ["fp8_measure", "fp8_curves", "fp8_throughput", "linear_speed"]

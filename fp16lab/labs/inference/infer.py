@@ -32,7 +32,7 @@ from torch import nn
 from fp16lab.checks import boolean, instance, non_negative_int, one_of, positive_float, positive_int
 from fp16lab.device import free_memory, is_oom, resolve_device
 from fp16lab.precision import Precision, autocast, parse_precision, precision_context
-from fp16lab.timing import DTYPES, Timing, is_gpu_event, time_cuda_events, time_fn
+from fp16lab.timing import DTYPES, Timing, gpu_kernels, time_cuda_events, time_fn
 
 __all__ = [
     "INFER_MODES",
@@ -237,17 +237,8 @@ def gpu_kernel_time(fn: Callable[[], Any], *, calls: int = 5) -> float:
     calls = positive_int("calls", calls)
     if not torch.cuda.is_available():
         raise ValueError("gpu_kernel_time needs a CUDA GPU (it reads the CUDA profiler); none is visible here")
-    from torch.profiler import ProfilerActivity, profile
-
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-    kernels = [e for e in prof.key_averages()
-               if is_gpu_event(e)]
-    return sum(e.self_device_time_total for e in kernels) / 1e6 / calls
+    frame = gpu_kernels(fn, calls=calls, warmup=1)
+    return float(frame["total_us"].sum()) / 1e6 / calls
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,10 @@ import torch
 
 import fp16lab.labs.multi_gpu.tasks as tasks
 from fp16lab.checks import instance, non_negative_int, one_of, positive_float, positive_int
+from fp16lab.course.runtime.results import Measured, load_reference, output_path, save_results
 from fp16lab.labs.multi_gpu.launcher import Workers, World
 from fp16lab.labs.multi_gpu.model import HOOKS, model_numel, rel
 from fp16lab.precision import parse_precision
-from fp16lab.course.runtime.results import Measured, load_reference, output_path, save_results
 
 __all__ = [
     "FSDP2_MIN_TORCH",

@@ -24,11 +24,11 @@ import torch
 from torch import nn
 
 from fp16lab.checks import boolean, instance, non_negative_int, positive_float, positive_int
+from fp16lab.data import SyntheticLanguage
 from fp16lab.device import model_device, parse_device, resolve_device, synchronize
 from fp16lab.gpt import GPT, flops_per_token, lm_loss
-from fp16lab.data import SyntheticLanguage
 from fp16lab.precision import autocast, parse_precision, precision_context
-from fp16lab.train import History, fit, make_scaler
+from fp16lab.train import Callback, Evaluate, History, ProgressBar, Schedule, fit, make_scaler
 
 __all__ = ["lm_batches", "train_lm", "lm_throughput", "saved_activation_bytes", "state_bytes", "sdpa_kernel_ran"]
 
@@ -148,8 +148,10 @@ def train_lm(
         loss = _eval_loss(m, held_out, p)
         return {"eval_loss": loss, "eval_excess": loss - floor}
 
-    hist = fit(model, data, optimizer, precision=p, steps=steps, loss_fn=lm_loss, scheduler=sched,
-               eval_fn=evaluate, eval_every=eval_every, progress=progress, desc=desc)
+    callbacks: list[Callback] = [Schedule(sched), Evaluate(fn=evaluate, every=eval_every)]
+    if progress:
+        callbacks.append(ProgressBar(desc))
+    hist = fit(model, data, optimizer, precision=p, steps=steps, loss_fn=lm_loss, callbacks=callbacks)
     hist.insert(hist.columns.get_loc("loss") + 1, "excess", hist["loss"] - floor)
     hist.attrs["entropy_floor"] = floor
     return hist

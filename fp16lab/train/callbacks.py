@@ -1,0 +1,328 @@
+"""fit's extras as small callbacks (fastai style): evaluation, checkpoints, the scheduler, the guard, a bar.
+
+A callback is an object with any of ``check(plan)`` (refuse bad settings before anything changes),
+``before_fit(run)``, ``after_step(run, step, result)`` and ``after_fit(run)``; ``order`` sorts them
+(the guard first, the progress bar last). Write your own by subclassing :class:`Callback`: ``run``
+exposes ``model``, ``optimizer``, ``scaler``, ``rows`` (the history so far, the step's row last)
+and ``plan`` (fit's checked settings).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import numbers
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+from fp16lab.checks import boolean, function, positive_float, positive_int
+from fp16lab.precision import Precision
+from fp16lab.train.checkpoint import HistoryFile, check_writable_folder, save_checkpoint
+from fp16lab.train.step import Batch, StepResult, _check_loader, _check_scheduler, _evaluate, _split
+
+
+class _Plan(Protocol):
+    """What a callback may read of fit's checked settings (the plan lives in :mod:`fp16lab.train.loop`)."""
+
+    @property
+    def precision(self) -> Precision: ...
+    @property
+    def device(self) -> torch.device: ...
+    @property
+    def optimizer(self) -> torch.optim.Optimizer: ...
+    @property
+    def steps(self) -> int: ...
+    @property
+    def loss_fn(self) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]: ...
+    @property
+    def scheduler(self) -> Any: ...
+
+
+class _Run(Protocol):
+    """What a callback may read and call of the run in progress."""
+
+    @property
+    def plan(self) -> _Plan: ...
+    @property
+    def model(self) -> nn.Module: ...
+    @property
+    def optimizer(self) -> torch.optim.Optimizer: ...
+    @property
+    def scaler(self) -> torch.amp.GradScaler: ...
+    @property
+    def rows(self) -> list[dict[str, Any]]: ...
+    @property
+    def micro(self) -> list[Batch]: ...
+    @property
+    def start_step(self) -> int: ...
+
+    def history(self) -> Any: ...
+
+    def save(self, path: Path, step: int) -> None: ...
+
+__all__ = ["Callback", "Evaluate", "Checkpoint", "Schedule", "DivergenceGuard", "ProgressBar",
+           "NONFINITE_LOSS_STREAK", "TrainingDiverged", "HISTORY_COLUMNS"]
+
+HISTORY_COLUMNS = ("step", "epoch", "loss", "accuracy", "scale", "skipped", "grad_norm", "lr", "samples",
+                   "samples_per_s", "time_s")
+# fp16 with DivergenceGuard(min_scale=None): this many non-finite losses in a row stop the run
+NONFINITE_LOSS_STREAK = 3
+
+
+class TrainingDiverged(RuntimeError):
+    """Raised by :func:`fit`'s :class:`DivergenceGuard` when a run cannot go on. ``reason`` says why:
+
+    - ``"data"``: the loss is not finite and the step's inputs or targets hold NaN/inf;
+    - ``"loss"``: the loss is not finite (fp32/tf32/bf16: at once; fp16 with
+      ``min_scale=None``: on ``NONFINITE_LOSS_STREAK`` steps in a row);
+    - ``"grad_norm"``: fp32/tf32/bf16 gradients that are not finite (no scaler skips them);
+    - ``"scale"``: the fp16 loss scale fell below ``min_scale`` (a heuristic).
+
+    Attributes: ``step``, ``value``, ``reason`` and ``history`` (the :class:`History` up to
+    and including the failing step).
+    """
+
+    def __init__(self, message: str, *, step: int, value: float, reason: str, history: Any) -> None:
+        super().__init__(message)
+        self.step = step
+        self.value = value
+        self.reason = reason
+        self.history = history
+
+
+class Callback:
+    """A hook into :func:`fit`; override only what you need (every method does nothing by default)."""
+
+    order = 50
+
+    def check(self, plan: _Plan) -> None:
+        """Refuse bad settings before fit changes anything."""
+
+    def before_fit(self, run: _Run) -> None:
+        """Called once, after a resume is applied, before the first step."""
+
+    def after_step(self, run: _Run, step: int, result: StepResult) -> None:
+        """Called after each optimizer step; ``run.rows[-1]`` is that step's row."""
+
+    def after_fit(self, run: _Run) -> None:
+        """Called once at the end, also when the run stops with an error."""
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
+        return f"{type(self).__name__}({fields})"
+
+
+def _due(step: int, last: int, every: int | None) -> bool:
+    return step == last or (every is not None and step % every == 0)
+
+
+def _every(value: object) -> int | None:
+    return positive_int("every", value) if value is not None else None
+
+
+# ------------------------------------------------------------------------ evaluation
+
+
+def _metrics(result: object) -> dict[str, float]:
+    """fn's result as plain floats (numpy and 0-d tensor numbers accepted)."""
+    if not isinstance(result, Mapping):
+        raise ValueError(f"Evaluate(fn=...) must return a dict of name -> number, got {type(result).__name__}")
+    out: dict[str, float] = {}
+    for k, v in result.items():
+        if not isinstance(k, str) or k in HISTORY_COLUMNS:
+            raise ValueError(f"Evaluate(fn=...) returned the key {k!r}: keys must be str and not one of the History "
+                             f"columns {', '.join(HISTORY_COLUMNS)} (e.g. 'val_{k}')")
+        if isinstance(v, torch.Tensor) and v.numel() == 1:
+            v = v.item()
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise ValueError(f"Evaluate(fn=...) returned {k!r}: {v!r:.60} ({type(v).__name__}); values must be "
+                             "numbers (python, numpy or a one-element tensor)")
+        out[k] = float(v)
+    return out
+
+
+class Evaluate(Callback):
+    """Evaluate every ``every`` steps and at the end: ``loader`` adds val_loss/val_accuracy, ``fn(model)`` its dict."""
+
+    order = 10
+
+    def __init__(self, loader: Iterable[Batch] | None = None,
+                 fn: Callable[[nn.Module], Mapping[str, Any]] | None = None, every: int | None = None) -> None:
+        if loader is None and fn is None:
+            raise ValueError("Evaluate needs something to evaluate: give loader= and/or fn=")
+        if loader is not None:
+            _check_loader("loader", loader)
+        self.loader = loader
+        self.fn = function("fn", fn, "a function model -> dict", n_args=1, optional=True)
+        self.every = _every(every)
+
+    def after_step(self, run: _Run, step: int, result: StepResult) -> None:
+        if not _due(step, run.plan.steps, self.every):
+            return
+        plan = run.plan
+        if self.loader is not None:
+            run.rows[-1].update(_evaluate(run.model, self.loader, plan.precision, plan.device, plan.loss_fn, False))
+        if self.fn is not None:
+            run.rows[-1].update(_metrics(self.fn(run.model)))
+
+
+# ------------------------------------------------------------------------ the scheduler
+
+
+class Schedule(Callback):
+    """Step ``scheduler`` once per optimizer step that was not skipped (its state goes into checkpoints)."""
+
+    order = 0
+
+    def __init__(self, scheduler: Any) -> None:
+        self.scheduler = scheduler
+
+    def check(self, plan: _Plan) -> None:
+        _check_scheduler(self.scheduler, plan.optimizer)
+
+
+# ------------------------------------------------------------------------ checkpoints
+
+
+class Checkpoint(Callback):
+    """Save model, optimizer, scheduler, **scaler**, step and data position to ``path`` every ``every`` steps and at the end.
+
+    The history goes once into ``<path>.history.jsonl`` beside it (appended at each save).
+    ``resume=False`` starts at step 0 and overwrites both at its first save; ``resume=True``
+    continues the checkpoint exactly (same precision, accum_steps, batch size and batches per
+    epoch, optimizer and scheduler classes, model shapes); a missing file is a
+    ``FileNotFoundError`` (pass ``resume=Path(path).exists()`` to resume only when there is one).
+    """
+
+    order = 20
+
+    def __init__(self, path: str | os.PathLike[str], every: int | None = None, resume: bool = False) -> None:
+        self.path: Path = check_writable_folder(path, name="path")
+        if HistoryFile(self.path).path.is_dir():
+            raise ValueError(f"{str(HistoryFile(self.path).path)!r} (where fit keeps the history of path="
+                             f"{str(self.path)!r}) is a folder; move it or choose another checkpoint name")
+        self.every = _every(every)
+        self.resume = boolean("resume", resume)
+
+    def after_step(self, run: _Run, step: int, result: StepResult) -> None:
+        if _due(step, run.plan.steps, self.every):
+            run.save(self.path, step)
+
+
+# ------------------------------------------------------------------------ the divergence guard
+
+
+def _advice(precision: Precision) -> str:
+    tips = ["a lower learning rate", "gradient clipping (clip_grad_norm=1.0)",
+            "keeping the unstable op in an FP32 island (fp16lab.precision.autocast('fp32', device))"]
+    if precision is Precision.FP16:
+        tips.append("bf16 instead of fp16 (fp32's range, no scaler needed)")
+    elif precision is Precision.BF16:
+        tips.append("fp32 for the layers that overflow")
+    return "Try: " + "; ".join(tips) + "."
+
+
+def _nonfinite_inputs(micro: Sequence[Batch]) -> str | None:
+    """Which micro-batch holds NaN/inf inputs or targets (read only after a non-finite loss)."""
+    for i, batch in enumerate(micro, 1):
+        for what, t in zip(("inputs", "targets"), _split(batch), strict=True):
+            if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+                n_nan, n_inf = int(torch.isnan(t).sum()), int(torch.isinf(t).sum())
+                return f"micro-batch {i} of {len(micro)}: its {what} hold {n_nan} NaN and {n_inf} inf values"
+    return None
+
+
+class DivergenceGuard(Callback):
+    """Stop a run that cannot go on with :class:`TrainingDiverged` (fit always runs one; pass your own to tune it).
+
+    A non-finite loss whose inputs hold NaN/inf stops the run at once ("check your data"); in
+    fp32/tf32/bf16 so does any non-finite loss or gradient norm. In fp16 a non-finite gradient
+    only skips the step; ``min_scale=1.0`` stops the run when the scale falls below it, a
+    heuristic (GradScaler does not promise a scale >= 1, but a scale that low means nearly every
+    step overflows). ``min_scale=None`` turns that off; then a loss that is non-finite on
+    ``NONFINITE_LOSS_STREAK`` steps in a row stops the run.
+    """
+
+    order = 0
+
+    def __init__(self, min_scale: float | None = 1.0) -> None:
+        self.min_scale = positive_float("min_scale", min_scale) if min_scale is not None else None
+
+    def after_step(self, run: _Run, step: int, result: StepResult) -> None:
+        why = self.diagnose(run.plan.precision, step, result, run.micro, run.rows)
+        if why is not None:
+            reason, value, message = why
+            raise TrainingDiverged(message, step=step, value=value, reason=reason, history=run.history())
+
+    def diagnose(self, p: Precision, step: int, r: StepResult, micro: Sequence[Batch],
+                 rows: Sequence[Mapping[str, Any]]) -> tuple[str, float, str] | None:
+        """(reason, value, message) when the run cannot go on after this step; None while it is fine."""
+        if not math.isfinite(r.loss):
+            bad_data = _nonfinite_inputs(micro)
+            if bad_data is not None:
+                return "data", r.loss, (f"step {step}: the loss is {r.loss} because the data is not finite "
+                                        f"({bad_data}). Check your data: look for NaN/inf in the dataset and in the "
+                                        "preprocessing (a division by zero, log of 0, a missing value).")
+            if not p.uses_scaler:
+                return "loss", r.loss, f"step {step}: the loss is {r.loss} (not finite) training in {p.value}. " + \
+                    _advice(p)
+            streak = len(list(itertools.takewhile(lambda row: not math.isfinite(row["loss"]), reversed(rows))))
+            if self.min_scale is None and streak >= NONFINITE_LOSS_STREAK:
+                return "loss", r.loss, (f"step {step}: the loss was not finite on {streak} steps in a row in fp16: "
+                                        "the forward pass overflows, which no loss scale can fix (min_scale=None "
+                                        "turned the scale check off). " + _advice(p))
+        if not p.uses_scaler and r.grad_norm is not None and not math.isfinite(r.grad_norm):
+            return "grad_norm", r.grad_norm, (f"step {step}: the gradient norm is {r.grad_norm} in {p.value} (no "
+                                              "GradScaler skips such a step: the weights are no longer finite). "
+                                              + _advice(p))
+        if p.uses_scaler and self.min_scale is not None and r.scale < self.min_scale:
+            recent = sum(bool(x["skipped"]) for x in rows[-50:])
+            forward = "" if math.isfinite(r.loss) else ": the loss itself is not finite, the forward pass overflows"
+            return "scale", r.scale, (
+                f"step {step}: the fp16 loss scale fell to {r.scale:g}, below min_scale={self.min_scale:g} "
+                f"({recent} of the last {min(len(rows), 50)} steps were skipped for inf/NaN gradients; last loss "
+                f"{r.loss:g}{forward}). A scale below min_scale is a heuristic sign of divergence (GradScaler itself "
+                "does not promise a scale >= 1); DivergenceGuard(min_scale=None) turns it off. " + _advice(p))
+        return None
+
+
+# ------------------------------------------------------------------------ progress
+
+
+class ProgressBar(Callback):
+    """A tqdm bar with the loss and the scale (fit's default callback; ``callbacks=[]`` runs quietly)."""
+
+    order = 90
+
+    def __init__(self, desc: str | None = None) -> None:
+        if desc is not None and not isinstance(desc, str):
+            raise TypeError(f"desc must be a str or None, got {desc!r}")
+        self.desc = desc
+        self._bar: Any = None
+
+    def before_fit(self, run: _Run) -> None:
+        from tqdm.auto import tqdm
+
+        self._bar = tqdm(total=run.plan.steps, initial=run.start_step, leave=False,
+                         desc=self.desc or f"fit {run.plan.precision.value}")
+
+    def after_step(self, run: _Run, step: int, result: StepResult) -> None:
+        self._bar.update(1)
+        if step % 10 == 0 or step == run.plan.steps:
+            self._bar.set_postfix(loss=f"{result.loss:.4g}", scale=f"{result.scale:g}", refresh=False)
+
+    def after_fit(self, run: _Run) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+
+def save_fit_checkpoint(path: Path, run: _Run, step: int, extra: dict[str, Any]) -> None:
+    """The checkpoint file itself (atomically), with the run's scheduler when a Schedule callback has one."""
+    save_checkpoint(path, run.model, run.optimizer, scaler=run.scaler, scheduler=run.plan.scheduler, step=step,
+                    extra=extra)
