@@ -20,6 +20,7 @@ from fp16lab.labs.fp8 import (
     Fp8Filter,
     Fp8Support,
     amax_scale,
+    break_even_width,
     float8_layers,
     fp8_capable,
     fp8_curves,
@@ -33,7 +34,10 @@ from fp16lab.labs.fp8 import (
     quantize,
     recipe_table,
     scaled_matmul,
+    scaled_mm_api,
+    scaled_mm_path,
     scaling_table,
+    summarize_import_noise,
     to_fp8_training,
     torchao_status,
 )
@@ -386,9 +390,11 @@ def test_scaled_matmul_on_an_fp8_gpu():
         pytest.skip("this GPU has no FP8 (sm_89+ needed)")
     g = torch.Generator(device="cuda").manual_seed(0)
     a, b = torch.randn(256, 512, device="cuda", generator=g), torch.randn(512, 128, device="cuda", generator=g)
-    for fast in (False, True):
-        out = scaled_matmul(a, b, use_fast_accum=fast).float()
-        assert ((out - a @ b).norm() / (a @ b).norm()).item() < 0.1
+    for scaling in ("tensorwise", "rowwise"):
+        assert scaled_mm_path("cuda", scaling) in ("torch.nn.functional.scaled_mm", "torch._scaled_mm")
+        for fast in (False, True):
+            out = scaled_matmul(a, b, scaling=scaling, use_fast_accum=fast).float()
+            assert ((out - a @ b).norm() / (a @ b).norm()).item() < 0.1
 
 
 # ------------------------------------------------------------------ bad-input audit (issue 14)
@@ -496,12 +502,17 @@ def test_fp8_matmul_sweep_takes_numpy_sizes():
     assert table.n.tolist() == [16, 16]
 
 
-def test_fp8_measure_wants_a_dataframe(reference_dir, monkeypatch):
+@pytest.mark.parametrize("live", [False, True])
+def test_fp8_measure_wants_a_dataframe(reference_dir, monkeypatch, live):
+    import fp16lab.course.runtime.quick as quick
+
+    monkeypatch.setattr(quick, "live_gpu", lambda: live)  # the same answer in quick mode and on a GPU in full mode
     with pytest.raises(ValueError, match="measure must be a function"):
         fp8_measure("fp8_x", "table", device="cpu")
     if CPU_FP8:
         with pytest.raises(ValueError, match="measure must return a pandas DataFrame, it returned NoneType"):
             fp8_measure("fp8_x", lambda: None, device="cpu", gpu_only=False, needs_torchao=False)
+    assert not (reference_dir / "fp8_x.json").exists()
 
 
 def test_fp8_runs_check_the_filter_before_the_baseline_runs(monkeypatch):
@@ -551,3 +562,154 @@ def test_training_helpers_refuse_more_bad_arguments(fn, kwargs, words, monkeypat
 def test_scaling_table_refuses_an_entry_listed_twice(kwargs, match):
     with pytest.raises(ValueError, match=match):
         scaling_table({"w": torch.randn(32, 32)}, **kwargs)
+
+
+# ------------------------------------------------------------------ issue 33: every torch >= 2.9, and torchao's noise
+
+@pytest.fixture
+def no_cpu_rowwise(monkeypatch):
+    """Behave as torch 2.11 does: its CPU _scaled_mm asserts on anything but per-tensor scales."""
+    real = matmul_mod._call
+
+    def per_tensor_only(api, fa, fb, sa, sb, out_dtype, fast):
+        if fa.device.type == "cpu" and sa.dim() == 2:
+            raise RuntimeError("INTERNAL ASSERT FAILED: _scaled_mm only supports per-tensor scaling for CPU backend")
+        return real(api, fa, fb, sa, sb, out_dtype, fast)
+
+    matmul_mod._cpu_rowwise_kernel.cache_clear()
+    matmul_mod._api_for.cache_clear()
+    monkeypatch.setattr(matmul_mod, "_call", per_tensor_only)
+    yield
+    matmul_mod._cpu_rowwise_kernel.cache_clear()
+    matmul_mod._api_for.cache_clear()
+
+
+@needs_cpu_fp8
+def test_cpu_rowwise_is_emulated_exactly_where_the_kernel_is_per_tensor_only(no_cpu_rowwise):
+    assert not matmul_mod._cpu_rowwise_kernel()
+    assert scaled_mm_path("cpu", "rowwise").startswith("emulated") and "per-tensor" in scaled_mm_path("cpu", "rowwise")
+    assert not scaled_mm_path("cpu", "tensorwise").startswith("emulated")
+    assert "rowwise scales are emulated" in fp8_capable("cpu").reason
+    g = torch.Generator().manual_seed(3)
+    a, b = torch.randn(32, 64, generator=g), torch.randn(64, 48, generator=g)
+    out = scaled_matmul(a, b, scaling="rowwise", out_dtype=torch.float32)
+    qa, qb = quantize(a, "fp8_e4m3", "row"), quantize(b.t().contiguous(), "fp8_e4m3", "row")
+    fa, fb = qa.data.double() * qa.inverse_scale.double(), qb.data.double() * qb.inverse_scale.double()
+    assert torch.equal(out, (fa @ fb.t()).float())  # the float64 product of what _scaled_mm gets, rounded once
+    assert torch.allclose(out.double(), qa.dequantize().double() @ qb.dequantize().double().t(), rtol=1e-5, atol=1e-4)
+    table = fp8_matmul_sweep([32], "cpu", min_run_time=0.01, progress=False)
+    rowwise = table[table.kind == "fp8 rowwise"]
+    assert (rowwise.error == "").all() and rowwise.path.str.startswith("emulated").all()
+    assert (table[table.kind == "fp8 tensorwise"].path == scaled_mm_api("cpu")).all()
+
+
+@needs_cpu_fp8
+def test_the_rowwise_kernel_is_asked_about_once(no_cpu_rowwise, monkeypatch):
+    calls = []
+    real = matmul_mod._call
+    monkeypatch.setattr(matmul_mod, "_call", lambda *args: calls.append(args[3].dim()) or real(*args))
+    a, b = torch.randn(16, 32), torch.randn(32, 16)
+    scaled_matmul(a, b, scaling="rowwise", out_dtype=torch.float32)
+    probes = calls.count(2)
+    assert probes >= 1  # asked: does this torch take rowwise scales on the CPU?
+    for _ in range(3):
+        scaled_matmul(a, b, scaling="rowwise", out_dtype=torch.float32)
+    assert calls.count(2) == probes  # never again: the emulation runs without asking
+
+
+@needs_cpu_fp8
+def test_the_public_and_private_operators_give_the_same_product(monkeypatch):
+    g = torch.Generator().manual_seed(5)
+    a, b = torch.randn(32, 64, generator=g), torch.randn(64, 48, generator=g)
+    public = hasattr(torch.nn.functional, "scaled_mm")
+    assert scaled_mm_api("cpu") == ("torch.nn.functional.scaled_mm" if public else "torch._scaled_mm")
+    first = scaled_matmul(a, b, out_dtype=torch.float32)
+    matmul_mod._api_for.cache_clear()
+    monkeypatch.setattr(matmul_mod, "_has_public_api", lambda: False)
+    try:
+        assert scaled_mm_api("cpu") == "torch._scaled_mm"
+        assert torch.equal(scaled_matmul(a, b, out_dtype=torch.float32), first)
+    finally:
+        matmul_mod._api_for.cache_clear()
+
+
+def test_scaled_mm_path_refuses_bad_arguments():
+    with pytest.raises(ValueError, match="scaling"):
+        scaled_mm_path("cpu", "blockwise")
+
+
+def test_torchao_import_noise_becomes_one_labelled_line(tmp_path, monkeypatch):
+    """A torchao whose import logs failed extensions and warns: captured, summarised, not printed."""
+    pkg = tmp_path / "torchao"
+    (pkg / "float8").mkdir(parents=True)
+    (pkg / "__init__.py").write_text(
+        "import logging, warnings\n"
+        "__version__ = '9.9.9'\n"
+        "log = logging.getLogger(__name__)\n"
+        "log.warning('Failed to load /x/torchao/_C_mxfp8.cpython-310-x86_64-linux-gnu.so: undefined symbol')\n"
+        "log.warning('Failed to load /x/torchao/_C_cutlass_90a.abi3.so: undefined symbol')\n"
+        "warnings.warn('invalid escape sequence', SyntaxWarning)\n")
+    (pkg / "float8" / "__init__.py").write_text("")
+    for name in [m for m in list(__import__("sys").modules) if m == "torchao" or m.startswith("torchao.")]:
+        monkeypatch.delitem(__import__("sys").modules, name)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(layers_mod, "_IMPORT_NOTES", [])
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        status = torchao_status()
+    assert err.getvalue() == ""
+    assert status.available and status.version == "9.9.9"
+    assert status.import_notes.startswith("torchao import notes (captured, not errors):")
+    assert "2 optional C++ extension(s) not loaded (_C_mxfp8, _C_cutlass_90a" in status.import_notes
+    assert "1 warning(s) from torchao's own source (SyntaxWarning)" in status.import_notes
+    assert str(status).splitlines()[1] == status.import_notes and len(str(status).splitlines()) == 2
+    assert torchao_status().import_notes == status.import_notes  # said once, kept
+
+
+def test_a_quiet_import_adds_no_line():
+    assert summarize_import_noise([], [], "") == ""
+    assert "\n" not in str(layers_mod.TorchaoStatus(True, "1.0", ""))
+
+
+def test_fp8_curves_seeds_are_checked_before_work(monkeypatch):
+    monkeypatch.setattr(training_mod, "train_lm", _must_not_run)
+    lang = SyntheticLanguage(vocab=32, order=1, branching=4, seed=0)
+    for bad, words in (((), "at least one"), ((0, 0), "distinct"), ("01", "list of ints"), ((0, -1), "seeds\\[1\\]")):
+        with pytest.raises(ValueError, match=words):
+            fp8_curves(lambda: GPT(TINY), lang, steps=2, batch=2, seeds=bad, precision="fp32",
+                       module_filter=Fp8Filter(min_features=0))
+
+
+@needs_torchao
+@needs_cpu_fp8
+def test_fp8_curves_runs_every_seed_with_its_own_batches():
+    lang = SyntheticLanguage(vocab=32, order=1, branching=4, seed=0)
+    frame = fp8_curves(lambda: GPT(TINY), lang, steps=2, batch=2, recipes=("tensorwise",), precision="fp32",
+                       module_filter=Fp8Filter(min_features=0), eval_batches=1, progress=False, seeds=(0, 1))
+    assert sorted(frame.groupby(["run", "seed"]).size().index.tolist()) == [
+        ("fp32", 0), ("fp32", 1), ("fp8 tensorwise", 0), ("fp8 tensorwise", 1)]
+    first = frame[frame.step == frame.step.min()].set_index(["run", "seed"]).loss
+    assert first["fp32", 0] != first["fp32", 1]  # another seed: other weights and batches
+
+
+@pytest.mark.parametrize(("speedups", "width"), [
+    ({512: 0.65, 1024: 0.92, 2048: 0.82, 4096: 1.05}, 4096),  # the H200 reference's shape
+    ({512: 1.1, 1024: 0.9, 2048: 1.2, 4096: 1.3}, 2048),     # a fast narrow layer does not count
+    ({512: 1.2, 1024: 1.3}, 512),
+    ({512: 0.5, 1024: 0.8}, None),                           # FP8 never pays here
+])
+def test_break_even_width_is_where_fp8_stops_losing(speedups, width):
+    table = pd.DataFrame({"features": list(speedups), "speedup": list(speedups.values()), "error": ""})
+    assert break_even_width(table) == width
+    assert break_even_width(table.iloc[::-1]) == width  # order does not matter
+    assert break_even_width(None) is None
+
+
+def test_break_even_width_ignores_failed_rows_and_refuses_other_tables():
+    table = pd.DataFrame({"features": [1024, 2048], "speedup": [1.1, float("nan")], "error": ["", "out of memory"]})
+    assert break_even_width(table) == 1024
+    with pytest.raises(ValueError, match="linear_speed's DataFrame"):
+        break_even_width(pd.DataFrame({"n": [1]}))

@@ -129,7 +129,10 @@ def test_note_needs_a_stamp_and_a_free_first_cell(tmp_path):
 
 
 def test_cli_note_refreshes_without_running(tmp_path):
-    from fp16lab.course.outputs import main
+    from fp16lab.__main__ import main as cli
+
+    def main(argv):
+        return cli(["outputs", *argv])
 
     nb = _nb("x = 1")
     stamp(nb)

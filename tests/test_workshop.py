@@ -158,6 +158,29 @@ def test_verify_accepts_a_good_exercise(tmp_path):
     assert res.rejects_empty is not None and res.rejects_empty.startswith("AssertionError")
 
 
+def test_verify_proves_each_wrong_answer_is_rejected(tmp_path):
+    nb = _lesson()
+    nb.cells[3].metadata["wrong_answers"] = ["answer = data", "answer = sorted(data, reverse=True)"]
+    lesson = _write(nb, tmp_path)
+    (handout,) = student.write_student_copies([lesson], tmp_path / "student")
+    assert "wrong_answers" not in nbformat.read(handout, as_version=4).cells[4].metadata  # not in the copy
+    (res,) = verify.verify_student_copy(handout, lesson)
+    assert len(res.rejects_wrong) == 2 and all(m.startswith("AssertionError") for m in res.rejects_wrong)
+    # a check too weak for one of its wrong answers is caught, and named
+    nb.cells[4].source = "assert answer is not None, 'fill in answer'\nassert sorted(answer) == [1, 2, 3]"
+    lesson = _write(nb, tmp_path)
+    (handout,) = student.write_student_copies([lesson], tmp_path / "student")
+    with pytest.raises(AssertionError, match="must reject wrong answer 1 with AssertionError, but it passed"):
+        verify.verify_student_copy(handout, lesson)
+
+
+def test_wrong_answers_must_be_a_list_of_code():
+    nb = _lesson()
+    nb.cells[3].metadata["wrong_answers"] = "answer = data"
+    with pytest.raises(ValueError, match="metadata 'wrong_answers' must be a list of non-empty code strings"):
+        student.exercises(nb, name="90_tiny.ipynb")
+
+
 @pytest.mark.parametrize(("check", "why"), [
     ("assert answer == [1, 2, 3]", "must raise AssertionError on None, but it passed"),
     ("assert len(answer) == 3", "must raise AssertionError on None, but it raised TypeError"),
@@ -216,9 +239,18 @@ def test_agenda_quotes_the_measured_times():
 
 @pytest.mark.parametrize("copy", STUDENT_COPIES, ids=lambda p: p.name)
 def test_student_copy_checks_work_both_ways(copy):
+    """Each check rejects None, an empty answer and every plausible wrong answer the lesson keeps; it accepts the solution."""
     results = verify.verify_student_copy(copy, paths.notebooks_dir() / copy.name)
     assert results and all(r.accepts_solution and r.rejects_none.startswith("AssertionError")
                            for r in results)
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)
+def test_every_exercise_keeps_two_wrong_answers(lesson):
+    """So the check is proved against the mistakes a learner makes, not only against None."""
+    found = student.exercises(nbformat.read(lesson, as_version=4), name=lesson.name)
+    weak = [ex.number for ex in found if len(ex.wrong) < 2]
+    assert not weak, f"{lesson.name}: exercise(s) {weak} keep fewer than 2 wrong answers (metadata 'wrong_answers')"
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)

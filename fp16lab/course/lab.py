@@ -24,7 +24,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -163,10 +162,3 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     p = sub.add_parser("lab", help="open JupyterLab on your workspace (what `make lab` runs)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     configure(p)
-
-
-def main(argv: Sequence[str] | None = None) -> int:  # pragma: no cover - thin wrapper
-    """``python -m fp16lab.course.lab``: the same as ``python -m fp16lab lab``."""
-    from fp16lab.course.command import run_parsed
-
-    return run_parsed(configure(argparse.ArgumentParser(prog="python -m fp16lab lab")).parse_args(argv))

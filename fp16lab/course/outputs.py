@@ -11,16 +11,13 @@ with their own output.
 ``python -m fp16lab outputs check`` lists lessons whose code changed since their outputs were
 made, or that lack the note (tests/test_outputs.py checks the same);
 ``python -m fp16lab outputs note`` refreshes the note from the stored metadata, without running.
-``python -m fp16lab.course.outputs ...`` is the same command line.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
-import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +38,7 @@ __all__ = [
     "stale",
     "configure",
     "add_parser",
-    "main",
+
 ]
 
 KEY = "fp16lab"
@@ -296,16 +293,3 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     p = sub.add_parser("outputs", help="run lessons in place and stamp where their outputs came from",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     configure(p)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m fp16lab.course.outputs``: the same as ``python -m fp16lab outputs``."""
-    parser = configure(argparse.ArgumentParser(prog="python -m fp16lab.course.outputs", description=__doc__,
-                                               formatter_class=argparse.RawDescriptionHelpFormatter))
-    from fp16lab.course.command import run_parsed
-
-    return run_parsed(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

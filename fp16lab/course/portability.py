@@ -36,7 +36,7 @@ from fp16lab.course import paths
 from fp16lab.course.outputs import code_digest
 
 __all__ = ["PROFILE_KEYS", "matrix_path", "load_matrix", "record", "run_one", "run_matrix", "matrix_table",
-           "update_guide", "add_parser", "configure", "main"]
+           "update_guide", "add_parser", "configure"]
 
 PROFILE_KEYS = ("none", "rtx4090d", "rtx3060", "rtx4060-laptop", "t4", "a100-40gb")
 COLUMNS = ("lesson", "profile", "status", "seconds", "code_sha256", "device", "torch", "mode", "date", "error",
@@ -364,17 +364,7 @@ def _cli_run(args: argparse.Namespace) -> int:
     return 0 if (frame["status"] == "passed").all() else 1
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m fp16lab.course.portability`` (the ``_execute`` form is the child process)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["_execute"]:
-        return _execute(argv[1], int(argv[2]))
-    parser = configure(argparse.ArgumentParser(prog="python -m fp16lab portability", description=__doc__,
-                                               formatter_class=argparse.RawDescriptionHelpFormatter))
-    from fp16lab.course.command import run_parsed
-
-    return run_parsed(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # the child process of one run: python -m fp16lab.course.portability _execute NB TIMEOUT
+    if sys.argv[1:2] != ["_execute"] or len(sys.argv) != 4:
+        sys.exit("this module is run by `python -m fp16lab portability`; use that command")
+    sys.exit(_execute(sys.argv[2], int(sys.argv[3])))

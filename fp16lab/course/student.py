@@ -68,6 +68,7 @@ class Exercise:
     names: tuple[str, ...]
     solution: str
     check: str
+    wrong: tuple[str, ...] = ()  # plausible wrong answers (solution-cell metadata ``wrong_answers``)
 
 
 def cell_source(cell: Any) -> str:
@@ -152,6 +153,17 @@ def prompt_source(names: Sequence[str]) -> str:
     return "\n".join(f"{n} = None  # your code here" for n in names)
 
 
+WRONG_KEY = "wrong_answers"
+
+
+def wrong_answers(cell: Any, *, where: str = "solution cell") -> tuple[str, ...]:
+    """The plausible wrong answers kept in a solution cell's metadata (``wrong_answers``: a list of sources)."""
+    value = cell.get("metadata", {}).get(WRONG_KEY, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ValueError(f"{where}: metadata {WRONG_KEY!r} must be a list of non-empty code strings, got {value!r:.80}")
+    return tuple(value)
+
+
 def exercises(nb: Any, *, name: str = "notebook") -> list[Exercise]:
     """Find the exercises of ``nb``: each ``solution`` cell and the ``check`` cell after it.
 
@@ -182,7 +194,8 @@ def exercises(nb: Any, *, name: str = "notebook") -> list[Exercise]:
                 raise ValueError(f"{name}: check cell {i} has no '{SOLUTION_TAG}' cell before it")
             s = pending
             names = answer_names(cell_source(nb.cells[s]), cell_source(cell), where=f"{name}: exercise {len(found) + 1}")
-            found.append(Exercise(len(found) + 1, s, i, names, cell_source(nb.cells[s]), cell_source(cell)))
+            found.append(Exercise(len(found) + 1, s, i, names, cell_source(nb.cells[s]), cell_source(cell),
+                                  wrong_answers(nb.cells[s], where=f"{name}: solution cell {s}")))
             pending = None
     if pending is not None:
         raise ValueError(f"{name}: solution cell {pending} has no '{CHECK_TAG}' cell after it")
@@ -211,6 +224,7 @@ def make_student_copy(nb: Any, *, name: str = "lesson.ipynb") -> Any:
         sol = out.cells[ex.solution_index]
         sol.source = prompt_source(ex.names)
         sol.metadata["tags"] = [PROMPT_TAG if t == SOLUTION_TAG else t for t in cell_tags(sol)]
+        sol.metadata.pop(WRONG_KEY, None)  # the verifier reads them from the lesson
         chk = out.cells[ex.check_index]
         chk.source = CHECK_NOTE + ex.check
         chk.metadata["tags"] = [t for t in cell_tags(chk) if t != RAISES_TAG]

@@ -2,8 +2,9 @@
 
 :func:`verify_student_copy` runs the copy top to bottom in one kernel; at each exercise it
 runs the check on ``None`` (must raise AssertionError), on an empty value of the answer's type
-(must be rejected too), then puts the lesson's own solution in (the check must pass), so that
-later cells see a correct answer.
+(must be rejected too), on each plausible wrong answer kept in the solution cell's metadata
+(``wrong_answers``: each must be rejected), then puts the lesson's own solution in (the check
+must pass), so that later cells see a correct answer.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class ExerciseCheck:
     rejects_none: str  # the exception the check raised on ``None`` (e.g. "AssertionError: ...")
     rejects_empty: str | None  # the same for an empty value of the answer's type; None: not tried
     accepts_solution: bool
+    rejects_wrong: tuple[str, ...] = ()  # the check's message for each plausible wrong answer
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -101,11 +103,33 @@ def _prove(ex: Exercise, err: dict[str, Any] | None, run: Callable[[str, int], A
                                  f"Check cell:\n{ex.check}")
         empty_err = _describe(e)
         run("globals().update(_fp16lab_saved)", i)
+    wrong = tuple(_reject_wrong(ex, run, i, where))
+    if wrong:
+        sol_err = _error(run(ex.solution, ex.solution_index))  # later cells see the right answer again
+        if sol_err:
+            raise AssertionError(f"{where}: the solution failed after the wrong answers:\n{_traceback(sol_err)}")
     ok_err = _error(run(ex.check, i))
     if ok_err:
         raise AssertionError(f"{where}: the check rejects the lesson's own solution:\n{ex.solution}\n"
                              f"{_traceback(ok_err)}")
-    return ExerciseCheck(ex.number, ex.names, _describe(err), empty_err, True)
+    return ExerciseCheck(ex.number, ex.names, _describe(err), empty_err, True, wrong)
+
+
+def _reject_wrong(ex: Exercise, run: Callable[[str, int], Any], i: int, where: str) -> list[str]:
+    """Run each plausible wrong answer, then the check: it must raise AssertionError every time."""
+    messages = []
+    for k, src in enumerate(ex.wrong, 1):
+        bad = _error(run(src, ex.solution_index))
+        if bad:
+            raise AssertionError(f"{where}: wrong answer {k} does not even run (it must assign the answer):\n{src}\n"
+                                 f"{_traceback(bad)}")
+        e = _error(run(ex.check, i))
+        if e is None or e.get("ename") != "AssertionError":
+            got = "it passed" if e is None else f"it raised {_describe(e)}"
+            raise AssertionError(f"{where}: the check must reject wrong answer {k} with AssertionError, but {got}. "
+                                 f"Wrong answer:\n{src}\nCheck cell:\n{ex.check}")
+        messages.append(_describe(e))
+    return messages
 
 
 def verify_student_copy(

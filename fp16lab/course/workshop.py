@@ -9,20 +9,19 @@ From anywhere inside the repository::
     python -m fp16lab workshop time-quick NOTEBOOK  # time a GPU-stamped lesson in quick mode here
     python -m fp16lab workshop lint      # measured-looking numbers in lesson markdown, next-lesson links
 
-``python -m fp16lab.course.workshop ...`` is the same. The work itself lives in
+ The work itself lives in
 :mod:`fp16lab.course.student`, :mod:`fp16lab.course.verify` and :mod:`fp16lab.course.agenda`.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from fp16lab.course import paths as _paths
 
-__all__ = ["configure", "add_parser", "main"]
+__all__ = ["configure", "add_parser"]
 
 HELP = "student copies, the agenda with measured times, proofs of the exercises"
 
@@ -134,16 +133,3 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     p = sub.add_parser("workshop", help=HELP, description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     configure(p)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m fp16lab.course.workshop``: the same as ``python -m fp16lab workshop``."""
-    parser = configure(argparse.ArgumentParser(prog="python -m fp16lab.course.workshop", description=__doc__,
-                                               formatter_class=argparse.RawDescriptionHelpFormatter))
-    from fp16lab.course.command import run_parsed
-
-    return run_parsed(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

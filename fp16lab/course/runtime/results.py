@@ -53,7 +53,6 @@ def _check_path(path: object, what: str = "path") -> Path:
 
 
 # The repository's results/ folder; FP16LAB_RESULTS_DIR points elsewhere (tests, drafts).
-# This file is fp16lab/course/runtime/results.py: the repository root is four levels up.
 RESULTS_DIR = Path(os.environ.get("FP16LAB_RESULTS_DIR") or Path(__file__).resolve().parents[3] / "results")
 
 

@@ -10,10 +10,11 @@ Lesson 09 (``notebooks/09_fp8.ipynb``) uses all of it. The formats themselves (l
   ``scaling_table``;
 - :mod:`~fp16lab.labs.fp8.layers`: ``torchao_status``, ``Fp8Filter`` (which layers to convert), ``fp8_plan``,
   ``to_fp8_training``, ``float8_layers``, ``recipe_table``;
-- :mod:`~fp16lab.labs.fp8.matmul`: ``fp8_capable``, ``scaled_matmul`` (``torch._scaled_mm``),
+- :mod:`~fp16lab.labs.fp8.matmul`: ``fp8_capable``, ``scaled_mm_api`` / ``scaled_mm_path`` (which operator runs),
+  ``scaled_matmul`` (``F.scaled_mm`` or ``torch._scaled_mm``),
   ``fp8_matmul_tflops``, ``fp8_matmul_sweep``;
 - :mod:`~fp16lab.labs.fp8.training`: ``fp8_measure`` (measure here or show the reference), ``fp8_curves``,
-  ``fp8_throughput``, ``linear_speed``.
+  ``fp8_throughput``, ``linear_speed``, ``break_even_width``.
 """
 
 from fp16lab.labs.fp8.layers import (
@@ -23,6 +24,7 @@ from fp16lab.labs.fp8.layers import (
     float8_layers,
     fp8_plan,
     recipe_table,
+    summarize_import_noise,
     to_fp8_training,
     torchao_status,
 )
@@ -33,6 +35,8 @@ from fp16lab.labs.fp8.matmul import (
     fp8_matmul_sweep,
     fp8_matmul_tflops,
     scaled_matmul,
+    scaled_mm_api,
+    scaled_mm_path,
 )
 from fp16lab.labs.fp8.scaling import (
     FP8_FORMATS,
@@ -43,7 +47,7 @@ from fp16lab.labs.fp8.scaling import (
     quantize,
     scaling_table,
 )
-from fp16lab.labs.fp8.training import fp8_curves, fp8_measure, fp8_throughput, linear_speed
+from fp16lab.labs.fp8.training import break_even_width, fp8_curves, fp8_measure, fp8_throughput, linear_speed
 
 __all__ = [
     "FP8_FORMATS",
@@ -65,10 +69,14 @@ __all__ = [
     "Fp8Support",
     "fp8_capable",
     "scaled_matmul",
+    "scaled_mm_api",
+    "scaled_mm_path",
     "fp8_matmul_tflops",
     "fp8_matmul_sweep",
     "fp8_measure",
     "fp8_curves",
     "fp8_throughput",
     "linear_speed",
+    "break_even_width",
+    "summarize_import_noise",
 ]

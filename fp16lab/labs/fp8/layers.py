@@ -14,10 +14,15 @@ whether it imports here; nothing else in :mod:`fp16lab` needs it.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import io
 import logging
+import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -25,7 +30,7 @@ from torch import nn
 
 from fp16lab.checks import instance, one_of, positive_int
 
-__all__ = ["RECIPES", "TorchaoStatus", "torchao_status", "Fp8Filter", "fp8_plan", "to_fp8_training",
+__all__ = ["RECIPES", "TorchaoStatus", "torchao_status", "summarize_import_noise", "Fp8Filter", "fp8_plan", "to_fp8_training",
            "float8_layers", "recipe_table"]  # fmt: skip
 
 #: torchao's named float8 training recipes (``Float8LinearRecipeName``), fastest first.
@@ -35,35 +40,92 @@ INSTALL_HINT = "pip install -e '.[fp8]'  (or: pip install 'torchao>=0.10')"
 
 @dataclass(frozen=True)
 class TorchaoStatus:
-    """Whether ``torchao.float8`` imports here, its version, and if not, why."""
+    """Whether ``torchao.float8`` imports here, its version, if not why, and what its import printed (summarised)."""
 
     available: bool
     version: str | None
     reason: str
+    import_notes: str = ""
 
     def __str__(self) -> str:
         if self.available:
-            return f"torchao {self.version}: torchao.float8 imports (float8 training available)"
-        return f"torchao not available ({self.reason}); install it with: {INSTALL_HINT}"
+            text = f"torchao {self.version}: torchao.float8 imports (float8 training available)"
+        else:
+            text = f"torchao not available ({self.reason}); install it with: {INSTALL_HINT}"
+        return text + (f"\n{self.import_notes}" if self.import_notes else "")
+
+
+_IMPORT_NOTES: list[str] = []  # what the first import of torchao printed, summarised once
+
+
+def summarize_import_noise(records: "list[logging.LogRecord]", caught: "list[warnings.WarningMessage]",
+                           stderr: str) -> str:
+    """One labelled line for what an import printed: optional extensions not loaded, warnings, other stderr."""
+    parts = []
+    failed = [re.sub(r"\..*$", "", Path(m.group(1)).name)
+              for r in records if (m := re.search(r"Failed to load (\S+?):", r.getMessage()))]
+    if failed:
+        parts.append(f"{len(failed)} optional C++ extension(s) not loaded ({', '.join(failed)}: kernels for "
+                     "MX formats and sm_90a CUTLASS, unused by float8 training)")
+    others = [r for r in records if "Failed to load" not in r.getMessage()]
+    if others:
+        parts.append(f"{len(others)} log message(s) ({others[0].getMessage()[:80]!r}...)")
+    kinds = sorted({w.category.__name__ for w in caught})
+    if caught:
+        parts.append(f"{len(caught)} warning(s) from torchao's own source ({', '.join(kinds)}), harmless")
+    if stderr.strip():
+        parts.append(f"other output: {stderr.strip().splitlines()[0][:80]!r}")
+    return ("torchao import notes (captured, not errors): " + "; ".join(parts)) if parts else ""
+
+
+class _ListHandler(logging.Handler):
+    """Keeps log records in a list instead of printing them."""
+
+    def __init__(self, records: "list[logging.LogRecord]") -> None:
+        super().__init__(logging.DEBUG)
+        self.records = records
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def _quiet_import() -> None:
+    """Import torchao.float8 with its optional-extension logging, warnings and stderr captured, kept in _IMPORT_NOTES."""
+    records: list[logging.LogRecord] = []
+    handler = _ListHandler(records)
+    ao_log, pytree_log = logging.getLogger("torchao"), logging.getLogger("torch.utils._pytree")
+    propagate, level = ao_log.propagate, pytree_log.level
+    ao_log.addHandler(handler)
+    ao_log.propagate = False
+    pytree_log.setLevel(logging.ERROR)  # torch 2.14's notice about an Enum torchao registers: harmless
+    err = io.StringIO()
+    try:
+        with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stderr(err):
+            warnings.simplefilter("always")
+            import torchao
+            import torchao.float8  # noqa: F401
+    finally:
+        ao_log.removeHandler(handler)
+        ao_log.propagate = propagate
+        pytree_log.setLevel(level)
+    if not _IMPORT_NOTES:
+        _IMPORT_NOTES.append(summarize_import_noise(records, list(caught), err.getvalue()))
 
 
 def torchao_status() -> TorchaoStatus:
-    """Try ``import torchao.float8`` once per call; never raises.
+    """Try ``import torchao.float8`` once per call; never raises; what the import printed comes back in one line.
 
-    torch 2.14 logs a deprecation notice about an Enum that torchao 0.18 registers with
-    ``torch.compile``; it is harmless and silenced here for the import.
+    torchao logs a warning for each optional C++ extension it cannot load (MX-format and sm_90a
+    CUTLASS kernels, built for one Python and torch) and its source emits a SyntaxWarning when
+    first compiled: neither matters for float8 training, so they are captured and summarised.
     """
-    pytree_log = logging.getLogger("torch.utils._pytree")
-    level = pytree_log.level
-    pytree_log.setLevel(logging.ERROR)
     try:
+        _quiet_import()
         import torchao
-        import torchao.float8  # noqa: F401
     except Exception as err:  # ImportError, or a torchao built for another torch failing at import
         return TorchaoStatus(False, None, f"{type(err).__name__}: {str(err)[:120]}")
-    finally:
-        pytree_log.setLevel(level)
-    return TorchaoStatus(True, str(getattr(torchao, "__version__", "unknown")), "")
+    return TorchaoStatus(True, str(getattr(torchao, "__version__", "unknown")), "",
+                         _IMPORT_NOTES[0] if _IMPORT_NOTES else "")
 
 
 def _require_torchao() -> Any:

@@ -1,19 +1,27 @@
-"""A raw FP8 matmul (``torch._scaled_mm``), whether this device has one, and its TFLOP/s against BF16.
+"""A raw FP8 matmul, whether this device has one, which PyTorch entry point runs it, and its TFLOP/s.
 
 Why: FP8 Tensor Cores (sm_89 Ada, sm_90 Hopper) run at twice the FP32-accumulate BF16 rate on
-paper; ``torch._scaled_mm`` is the PyTorch operator that reaches them (torchao's ``Float8Linear``
-calls it). Its schema has been the same from torch 2.5 through 2.14 (checked on 2.11 and 2.14.1):
+paper. Recent PyTorch releases have a public operator for them, ``torch.nn.functional.scaled_mm(
+mat_a, mat_b, scale_a, scale_recipe_a, scale_b, scale_recipe_b, ..., output_dtype=torch.bfloat16,
+use_fast_accum=False)`` (the recipe an enum such as ``ScalingType.TensorWise`` or ``RowWise``);
+:func:`scaled_mm_api` says whether the installed torch has it, else the private
+``torch._scaled_mm`` is used (torchao's ``Float8Linear`` calls that one). Its schema has been the
+same from torch 2.5 through 2.14 (checked on 2.11 and 2.14.1):
 ``_scaled_mm(a, b, scale_a, scale_b, bias=None, scale_result=None, out_dtype=None,
 use_fast_accum=False)``, with ``a`` row-major ``(M, K)`` FP8, ``b`` column-major ``(K, N)`` FP8,
 and the scales the *dequantisation* factors (``1 / scale``) in float32: 0-d for tensorwise,
 ``(M, 1)`` and ``(1, N)`` for rowwise (then ``out_dtype`` must be BF16 on CUDA). K and N must be
 multiples of 16 on CUDA. ``use_fast_accum=True`` lets cuBLAS keep partial sums in the Tensor
 Cores' reduced-precision accumulator instead of promoting them to FP32 at intervals (Hopper);
-torchao uses it for the forward matmul only. PyTorch also has CPU kernels for it: correct, not fast.
+torchao uses it for the forward matmul only. PyTorch also has CPU kernels for it: correct, not fast;
+before torch 2.12 the CPU kernel takes per-tensor scales only, so a rowwise product on such a CPU is
+emulated exactly (float64 product of the FP8 operands, rounded once) and :func:`scaled_mm_path`
+says so.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from collections.abc import Iterable, Sequence
@@ -29,7 +37,8 @@ from fp16lab.labs.fp8.scaling import quantize
 from fp16lab.precision import tf32_flags
 from fp16lab.timing import matmul_tflops, time_fn
 
-__all__ = ["Fp8Support", "fp8_capable", "SCALINGS", "scaled_matmul", "fp8_matmul_tflops", "fp8_matmul_sweep"]
+__all__ = ["Fp8Support", "fp8_capable", "SCALINGS", "scaled_mm_api", "scaled_mm_path", "scaled_matmul",
+           "fp8_matmul_tflops", "fp8_matmul_sweep"]  # fmt: skip
 
 #: How ``scaled_matmul`` scales its operands: one scale per matrix, or per row of A and column of B.
 SCALINGS = ("tensorwise", "rowwise")
@@ -51,7 +60,7 @@ def _cpu_probe() -> bool:
     try:
         a = torch.ones(16, 16).to(torch.float8_e4m3fn)
         one = torch.tensor(1.0)
-        torch._scaled_mm(a, a.t(), scale_a=one, scale_b=one, out_dtype=torch.float32)
+        _call(scaled_mm_api("cpu"), a, a.t(), one, one, torch.float32, False)
     except (RuntimeError, NotImplementedError):
         return False
     return True
@@ -74,7 +83,8 @@ def fp8_capable(device: "torch.device | str") -> Fp8Support:
                                  "(Hopper is sm_90): this GPU cannot run FP8 matmuls")
     if dev.type == "cpu":
         if _cpu_probe():
-            return Fp8Support(True, "PyTorch's CPU kernel runs FP8 matmuls: right numerics, no speed-up")
+            rowwise = "" if _cpu_rowwise_kernel() else "; rowwise scales are emulated (its kernel is per-tensor only)"
+            return Fp8Support(True, f"PyTorch's CPU kernel runs FP8 matmuls: right numerics, no speed-up{rowwise}")
         return Fp8Support(False, f"torch {torch.__version__} has no CPU kernel for torch._scaled_mm")
     return Fp8Support(False, f"PyTorch has no FP8 matmul on {dev.type!r}")
 
@@ -104,16 +114,89 @@ def _quantized_operands(
     return qa.data, qb.data.t(), qa.inverse_scale, scale_b
 
 
+PUBLIC_API, PRIVATE_API = "torch.nn.functional.scaled_mm", "torch._scaled_mm"
+EMULATED = "emulated: float64 product of the FP8 operands (this torch's CPU kernel takes per-tensor scales only)"
+
+
+def _has_public_api() -> bool:
+    f = torch.nn.functional
+    return hasattr(f, "scaled_mm") and hasattr(f, "ScalingType")
+
+
+_PROBE_ERRORS = (RuntimeError, NotImplementedError, TypeError, ValueError)
+
+
+@functools.cache
+def _api_for(kind: str, index: "int | None", rowwise: bool) -> str:
+    if not _has_public_api():
+        return PRIVATE_API
+    dev = torch.device(kind, index) if index is not None else torch.device(kind)
+    a = torch.ones(16, 16, device=dev).to(torch.float8_e4m3fn)
+    sa, sb = (torch.ones(16, 1, device=dev), torch.ones(1, 16, device=dev)) if rowwise else (
+        torch.tensor(1.0, device=dev), torch.tensor(1.0, device=dev))
+    try:  # a release may ship the Python function before a backend has the kernel behind it
+        _call(PUBLIC_API, a, a.t(), sa, sb, torch.bfloat16, False)
+    except _PROBE_ERRORS:
+        return PRIVATE_API
+    return PUBLIC_API
+
+
+def scaled_mm_api(device: "torch.device | str" = "cpu", scaling: str = "tensorwise") -> str:
+    """The FP8 matmul entry point used on ``device``: public ``F.scaled_mm`` where it runs, else ``torch._scaled_mm``.
+
+    Asked once per device and scaling (a 16×16 product); a GPU without FP8 gets ``torch._scaled_mm``'s name.
+    """
+    dev = parse_device(device)
+    return _api_for(dev.type, dev.index, one_of("scaling", scaling, SCALINGS) == "rowwise")
+
+
+def _call(api: str, fa: torch.Tensor, fb: torch.Tensor, sa: torch.Tensor, sb: torch.Tensor, out_dtype: torch.dtype,
+          fast: bool) -> torch.Tensor:
+    if api == PUBLIC_API:
+        f = torch.nn.functional
+        recipe = f.ScalingType.RowWise if sa.dim() == 2 else f.ScalingType.TensorWise
+        return f.scaled_mm(fa, fb, sa, recipe, sb, recipe, output_dtype=out_dtype, use_fast_accum=fast)
+    return torch._scaled_mm(fa, fb, scale_a=sa, scale_b=sb, out_dtype=out_dtype, use_fast_accum=fast)
+
+
+@functools.cache
+def _cpu_rowwise_kernel() -> bool:
+    """Does this torch's CPU ``_scaled_mm`` take rowwise scales? (torch 2.11's asserts per-tensor only.) Asked once."""
+    a = torch.ones(16, 16).to(torch.float8_e4m3fn)
+    try:
+        _call(scaled_mm_api("cpu", "rowwise"), a, a.t(), torch.ones(16, 1), torch.ones(1, 16), torch.float32, False)
+    except _PROBE_ERRORS:
+        return False
+    return True
+
+
+def scaled_mm_path(device: "torch.device | str", scaling: str = "tensorwise") -> str:
+    """What computes a ``scaling`` FP8 product on ``device``: the public or private operator, or the CPU emulation."""
+    dev = parse_device(device)
+    one_of("scaling", scaling, SCALINGS)
+    if dev.type == "cpu" and scaling == "rowwise" and not _cpu_rowwise_kernel():
+        return EMULATED
+    return scaled_mm_api(dev, scaling)
+
+
+def _emulated(fa: torch.Tensor, fb: torch.Tensor, sa: torch.Tensor, sb: torch.Tensor,
+              out_dtype: torch.dtype) -> torch.Tensor:
+    return ((fa.double() * sa.double()) @ (fb.double() * sb.double())).to(out_dtype)
+
+
 def _mm(fa: torch.Tensor, fb: torch.Tensor, sa: torch.Tensor, sb: torch.Tensor, out_dtype: torch.dtype,
         fast: bool) -> torch.Tensor:
-    return torch._scaled_mm(fa, fb, scale_a=sa, scale_b=sb, out_dtype=out_dtype, use_fast_accum=fast)
+    rowwise = sa.dim() == 2
+    if fa.device.type == "cpu" and rowwise and not _cpu_rowwise_kernel():
+        return _emulated(fa, fb, sa, sb, out_dtype)
+    return _call(scaled_mm_api(fa.device, "rowwise" if rowwise else "tensorwise"), fa, fb, sa, sb, out_dtype, fast)
 
 
 def scaled_matmul(
     a: torch.Tensor, b: torch.Tensor, *, scaling: str = "tensorwise", use_fast_accum: bool = False,
     out_dtype: torch.dtype = torch.bfloat16,
 ) -> torch.Tensor:
-    """``a @ b`` computed in FP8 (E4M3 operands, scaled by their amax) with ``torch._scaled_mm``.
+    """``a @ b`` computed in FP8 (E4M3 operands, scaled by their amax) with the operator :func:`scaled_mm_path` names.
 
     Defaults: ``scaling="tensorwise"`` (``"rowwise"``: a scale per row of ``a`` and per column of
     ``b``), ``use_fast_accum=False``, ``out_dtype=torch.bfloat16``. ``a`` is ``(M, K)`` and ``b``
@@ -136,7 +219,8 @@ def fp8_matmul_tflops(
     Defaults: ``device="cuda"``, ``scaling="tensorwise"``, ``use_fast_accum=False``,
     ``min_run_time=0.2`` s, ``seed=0``. Also reports ``rel_error``: ‖C_fp8 − C‖/‖C‖ against the
     FP32 product of the same (dequantised) FP8 operands, TF32 off, so it measures the
-    accumulation and the BF16 output rounding, not the input quantisation.
+    accumulation and the BF16 output rounding, not the input quantisation; and ``path``, what ran
+    (:func:`scaled_mm_path`: on a CPU without a rowwise kernel the timing is the emulation's).
     """
     m, n, k = positive_int("m", m), positive_int("n", n), positive_int("k", k)
     dev = resolve_device(device)
@@ -154,7 +238,8 @@ def fp8_matmul_tflops(
         ref = (fa.float() * sa) @ (fb.float() * sb)
     err = float((out - ref).norm() / ref.norm())
     return {"m": m, "n": n, "k": k, "kind": f"fp8 {scaling}", "use_fast_accum": use_fast_accum,
-            "seconds": t.median_s, "tflops": 2.0 * m * n * k / t.median_s / 1e12, "rel_error": err}
+            "seconds": t.median_s, "tflops": 2.0 * m * n * k / t.median_s / 1e12, "rel_error": err,
+            "path": scaled_mm_path(dev, scaling)}
 
 
 _DEFAULT_CONFIGS: tuple[tuple[str, bool], ...] = (
@@ -185,7 +270,7 @@ def fp8_matmul_sweep(
     use_fast_accum (False for BF16, which has no such option), seconds, tflops, rel_error (FP8
     only), vs_bf16 (speed-up over the BF16 row of the same shape), peak_tflops and pct_of_peak
     (the cited dense peak of this chip for that dtype; NaN off CUDA or when not in the table),
-    error (a configuration this GPU refuses, e.g. rowwise on an older PyTorch: a row, not a raise).
+    path (the operator that ran, :func:`scaled_mm_path`: an emulated CPU row says so), error (a configuration this GPU refuses, e.g. rowwise on an older PyTorch: a row, not a raise).
     """
     from tqdm.auto import tqdm
 
@@ -207,13 +292,14 @@ def fp8_matmul_sweep(
         base = matmul_tflops(m, n, k, "bf16", dev, min_run_time=min_run_time)
         rows.append({"m": m, "n": n, "k": k, "kind": "bf16", "use_fast_accum": False, "seconds": base["seconds"],
                      "tflops": base["tflops"], "rel_error": math.nan, "vs_bf16": 1.0, "peak_tflops": bf16_peak,
-                     "error": ""})
+                     "path": "torch.matmul", "error": ""})
         for scaling, fast in cfgs:
             try:
                 r = fp8_matmul_tflops(m, n, k, dev, scaling=scaling, use_fast_accum=fast, min_run_time=min_run_time)
                 r.update(vs_bf16=float(r["tflops"]) / float(base["tflops"]), peak_tflops=fp8_peak, error="")  # type: ignore[arg-type]
             except (RuntimeError, NotImplementedError) as err:
                 r = {"m": m, "n": n, "k": k, "kind": f"fp8 {scaling}", "use_fast_accum": fast,
+                     "path": scaled_mm_path(dev, scaling),
                      "error": f"{type(err).__name__}: {str(err).splitlines()[0][:100]}"}
             rows.append(r)
     frame = pd.DataFrame(rows)

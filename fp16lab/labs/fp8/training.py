@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from fp16lab.checks import boolean, one_of, positive_float, positive_int
+from fp16lab.checks import boolean, non_negative_int, one_of, positive_float, positive_int
 from fp16lab.course.runtime.results import Measured, load_reference, measure_or_reference
 from fp16lab.data import SyntheticLanguage
 from fp16lab.device import OOM_ERRORS, free_memory, model_device, resolve_device
@@ -28,7 +28,7 @@ from fp16lab.labs.transformers.lm import lm_throughput, train_lm
 from fp16lab.precision import autocast, parse_precision
 from fp16lab.timing import time_fn
 
-__all__ = ["fp8_measure", "fp8_curves", "fp8_throughput", "linear_speed"]
+__all__ = ["fp8_measure", "fp8_curves", "fp8_throughput", "linear_speed", "break_even_width"]
 
 ModelFactory = Callable[[], nn.Module]
 
@@ -69,6 +69,17 @@ def _recipes(recipes: Sequence[str]) -> list[str]:
     return out
 
 
+def _checked(measure: Callable[[], pd.DataFrame]) -> Callable[[], pd.DataFrame]:
+    """``measure`` with its result checked: a DataFrame, else one clear error on every path (live GPU or not)."""
+    def run() -> pd.DataFrame:
+        frame = measure()
+        if not isinstance(frame, pd.DataFrame):
+            raise ValueError(f"measure must return a pandas DataFrame, it returned {type(frame).__name__}")
+        return frame
+
+    return run
+
+
 def fp8_measure(
     name: str, measure: Callable[[], pd.DataFrame], *, device: "torch.device | str",
     needs_torchao: bool = True, gpu_only: bool = True,
@@ -88,6 +99,7 @@ def fp8_measure(
     dev = resolve_device(device)
     if not callable(measure):
         raise ValueError(f"measure must be a function returning a DataFrame, got {measure!r}")
+    measure = _checked(measure)
     if gpu_only and not live_gpu():
         return measure_or_reference(name, measure)  # quick mode or no GPU: the reference
     support = fp8_capable(dev)
@@ -102,20 +114,18 @@ def fp8_measure(
     if gpu_only or live_gpu():
         return measure_or_reference(name, measure)  # live GPU: measured and saved
     frame = measure()
-    if not isinstance(frame, pd.DataFrame):
-        raise ValueError(f"measure must return a pandas DataFrame, it returned {type(frame).__name__}")
     from fp16lab.course.env import run_metadata
 
     return Measured(frame, run_metadata(dev), live=True)
 
 
 def _run_curve(make_model: ModelFactory, lang: SyntheticLanguage, recipe: str | None, module_filter: Any,
-               kwargs: dict[str, Any]) -> pd.DataFrame:
-    torch.manual_seed(0)
+               kwargs: dict[str, Any], seed: int = 0) -> pd.DataFrame:
+    torch.manual_seed(seed)
     model = make_model()
     if recipe is not None:
         to_fp8_training(model, recipe, module_filter)
-    h = train_lm(model, lang, **kwargs)
+    h = train_lm(model, lang, seed=seed, **kwargs)
     cols = [c for c in ("step", "loss", "excess", "eval_loss", "eval_excess", "time_s") if c in h]
     return pd.DataFrame(h[cols]).assign(entropy_floor=h.attrs["entropy_floor"])
 
@@ -124,17 +134,19 @@ def fp8_curves(
     make_model: ModelFactory, lang: SyntheticLanguage, *, steps: int, batch: int,
     recipes: Sequence[str] = ("tensorwise", "rowwise"), precision: str = "bf16", lr: float = 3e-3,
     module_filter: "Callable[[nn.Module, str], bool] | None" = None, eval_batches: int = 4,
-    eval_every: int | None = None, progress: bool = True,
+    eval_every: int | None = None, progress: bool = True, seeds: Sequence[int] = (0,),
 ) -> pd.DataFrame:
-    """Train ``make_model()`` once in ``precision`` and once per FP8 recipe, on the same batches.
+    """Train ``make_model()`` in ``precision`` and with each FP8 recipe, once per seed, on the same batches.
 
-    Each run starts from ``torch.manual_seed(0)`` and :func:`fp16lab.labs.transformers.lm.train_lm` (same seed: same
+    For each seed in ``seeds`` (default ``(0,)``; several seeds measure the run-to-run spread that
+    an FP8 difference must exceed to mean anything), every run starts from ``torch.manual_seed(seed)``
+    and :func:`fp16lab.labs.transformers.lm.train_lm` with that seed (same seed: same initial weights and
     batches, warm-up + cosine LR peaking at ``lr``); FP8 runs convert the layers ``module_filter``
     selects (default ``Fp8Filter()``) first. ``precision`` (default "bf16") is the autocast of the
     baseline and of everything the FP8 runs keep in high precision (on a CPU use "fp32": CPU BF16
     is slow). Defaults: recipes tensorwise and rowwise, ``lr=3e-3``, ``eval_batches=4``,
-    ``eval_every=steps // 10``. Returns one long table: run, step, loss, excess, eval_excess, ...,
-    with an ``error`` column for an FP8 run this device refused (a row, not a raise).
+    ``eval_every=steps // 10``. Returns one long table: run, seed, step, loss, excess, eval_excess,
+    ..., with an ``error`` column for an FP8 run this device refused (a row, not a raise).
     """
     from tqdm.auto import tqdm
 
@@ -147,18 +159,30 @@ def fp8_curves(
               "eval_batches": positive_int("eval_batches", eval_batches), "eval_every": eval_every}
     if eval_every is not None:
         positive_int("eval_every", eval_every)
+    seed_list = _seeds(seeds)
     _check_fp8_layers(make_model, module_filter)
     frames = []
-    for recipe in tqdm(runs, desc="runs", disable=not progress, leave=False):
+    for seed, recipe in tqdm([(s, r) for s in seed_list for r in runs], desc="runs", disable=not progress, leave=False):
         label = _config_name(p, recipe)
         try:
-            frames.append(_run_curve(make_model, lang, recipe, module_filter, kwargs).assign(run=label, error=""))
+            frames.append(_run_curve(make_model, lang, recipe, module_filter, kwargs, seed).assign(
+                run=label, seed=seed, error=""))
         except (RuntimeError, NotImplementedError) as err:
             if recipe is None:
                 raise
-            frames.append(pd.DataFrame([{"run": label, "error": f"{type(err).__name__}: {str(err)[:100]}"}]))
+            frames.append(pd.DataFrame([{"run": label, "seed": seed,
+                                         "error": f"{type(err).__name__}: {str(err)[:100]}"}]))
     frame = pd.concat(frames, ignore_index=True)
     return frame[["run", *[c for c in frame if c != "run"]]]
+
+
+def _seeds(seeds: object) -> list[int]:
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, (tuple, list, range)):
+        raise ValueError(f"seeds must be a list of ints such as (0, 1, 2), got {seeds!r}")
+    out = [non_negative_int(f"seeds[{i}]", s) for i, s in enumerate(seeds)]
+    if not out or len(set(out)) != len(out):
+        raise ValueError(f"seeds must be distinct ints, at least one, got {list(seeds)!r}")
+    return out
 
 
 def _throughput_row(make_model: ModelFactory, recipe: str | None, module_filter: Any, compiled: bool,
@@ -295,3 +319,24 @@ def linear_speed(
     rows = [_layer_row(d, tokens, recipe, p, compile, dev, min_run_time)
             for d in tqdm(size_list, desc="layer sizes", disable=not progress, leave=False)]
     return pd.DataFrame(rows).assign(recipe=recipe, precision=p, compiled=compile)
+
+
+def break_even_width(layers: "pd.DataFrame | None") -> int | None:
+    """The narrowest measured width from which FP8 is never slower: the ``min_features`` a filter should use.
+
+    ``layers`` is :func:`linear_speed`'s table; rows with an error are ignored. None when no table,
+    or when FP8 is slower at the widest width measured (then no measured width pays).
+    """
+    if layers is None:
+        return None
+    if not isinstance(layers, pd.DataFrame) or not {"features", "speedup"} <= set(layers.columns):
+        raise ValueError("layers must be linear_speed's DataFrame (columns features and speedup), "
+                         f"got {type(layers).__name__}")
+    ok = layers[layers["error"].fillna("") == ""] if "error" in layers else layers
+    ok = ok.dropna(subset=["speedup"]).sort_values("features")
+    width = None
+    for features, speedup in zip(reversed(ok.features.tolist()), reversed(ok.speedup.tolist()), strict=True):
+        if speedup < 1.0:
+            break
+        width = int(features)
+    return width
