@@ -1,12 +1,14 @@
 # Two commands for learners (see README): `make lab` and `make test`.
 # Both create .venv and install fp16lab with its dev tools on first use; later runs reuse it.
 # No GPU? `make lab CPU=1` installs the CPU-only PyTorch build (much smaller) on first use.
+SHELL  := /bin/bash
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.fp16lab-installed
 PORT   ?= 8888
 CPU    ?=
+FULL   ?=
 TORCH_CPU_INDEX = https://download.pytorch.org/whl/cpu
 
 .PHONY: setup browser lab workspace test check types doctor lint clean
@@ -18,7 +20,11 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@if [ -n "$(CPU)" ]; then \
 	  echo "==> [2/3] CPU-only PyTorch from $(TORCH_CPU_INDEX) (CPU=1)"; \
-	  $(BIN)/python -m pip install --disable-pip-version-check --progress-bar on torch torchvision --index-url $(TORCH_CPU_INDEX); \
+	  $(BIN)/python -m pip install --disable-pip-version-check --progress-bar on --retries 1 --timeout 15 \
+	    torch torchvision --index-url $(TORCH_CPU_INDEX) 2>$(VENV)/cpu-index.log \
+	  || { echo "==> [2/3] $(TORCH_CPU_INDEX) cannot be reached (pip's messages: $(VENV)/cpu-index.log):"; \
+	       echo "          PyPI's default PyTorch comes with the next step instead (its Linux wheel brings the CUDA"; \
+	       echo "          libraries; on a mirror set PIP_INDEX_URL, or install torch yourself, then run make again)"; }; \
 	else echo "==> [2/3] PyTorch comes with the next step (no GPU? stop here and run: make setup CPU=1)"; fi
 	@echo "==> [3/3] fp16lab, PyTorch, JupyterLab and the test tools: pip install -e '.[dev]' (a few minutes and a few GB the first time; pip names each package as it goes)"
 	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -e '.[dev]'
@@ -46,11 +52,20 @@ browser:
 
 # The whole gate (CI runs this): lint, types, unit tests and every notebook. The type check runs
 # beside the tests (it waits on one core while they run); either failing fails `make test`.
+# The lessons run in quick mode on every machine, a GPU one too (a few minutes: it checks the
+# install). `make test FULL=1` runs them in full mode on your GPU instead: the "measured on your
+# hardware" check, one lesson at a time with a line each (20+ minutes on an H200).
 test: setup browser lint
 	@echo "==> type check (mypy) in the background; its report follows the tests"
-	@echo "==> running the tests: unit tests (every student copy run and its exercises proved), every lesson (nbval), JupyterLab in a browser"
+	@if [ -n "$(FULL)" ]; then echo "==> FULL=1: every lesson in full mode on this machine's GPU (long), then the unit tests"; \
+	else echo "==> running the tests: unit tests (every student copy run and its exercises proved), every lesson in quick mode (nbval), JupyterLab in a browser"; fi
 	@$(BIN)/python -m mypy > $(VENV)/mypy.log 2>&1 & types=$$!; \
-	$(BIN)/python -m pytest; tests=$$?; \
+	if [ -n "$(FULL)" ]; then \
+	  FP16LAB_QUICK=0 $(BIN)/python -m pytest notebooks -v --nbval-cell-timeout=1800 -o console_output_style=classic \
+	    | awk -F'::' '/^notebooks\// && $$1 != last { print "==> " $$1; last = $$1; fflush() } \
+	                  /FAILED|ERROR|[0-9]+ (passed|failed)/ { print; fflush() }'; full=$${PIPESTATUS[0]}; \
+	  $(BIN)/python -m pytest tests; tests=$$?; [ $$full -eq 0 ] || tests=1; \
+	else FP16LAB_QUICK=$${FP16LAB_QUICK:-1} $(BIN)/python -m pytest; tests=$$?; fi; \
 	wait $$types; typed=$$?; echo "==> mypy:"; cat $(VENV)/mypy.log; \
 	if [ $$tests -ne 0 ] || [ $$typed -ne 0 ]; then echo "==> make test failed (pytest exit $$tests, mypy exit $$typed)"; exit 1; fi
 

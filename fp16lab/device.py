@@ -2,6 +2,12 @@
 
 Nothing here knows about GPU models or precisions (that is :mod:`fp16lab.hardware`); nothing
 here imports another fp16lab module, so every other module can import it.
+
+**What "device" means in fp16lab**, once for every helper: where the work runs. A helper that
+takes a model works on the model's own device (:func:`model_device`): it moves its *data*
+there and never moves the model (``fit``, ``train_step``, ``evaluate``, ``max_batch_size``).
+Where such a helper also accepts ``device=``, it must be the model's device (or None). A helper
+without a model (a matmul, a data set) runs on ``device``, default :func:`choose_device`.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ __all__ = [
     "synchronize",
     "free_memory",
     "model_device",
+    "resolve_model_device",
     "OOM_ERRORS",
     "is_oom",
 ]
@@ -126,3 +133,18 @@ def is_oom(exc: BaseException) -> bool:
     if isinstance(exc, OOM_ERRORS):
         return True
     return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+
+
+def resolve_model_device(model: nn.Module, device: "torch.device | str | None") -> torch.device:
+    """``device`` checked against where the model lives (default: the model's device, else the CPU)."""
+    here = model_device(model, default=torch.device("cpu"))
+    if device is None:
+        return here
+    dev = resolve_device(device)  # exists here, or a clear error
+    has_state = any(True for _ in model.parameters()) or any(True for _ in model.buffers())
+    if has_state and (here.type != dev.type or (dev.index is not None and here.index != dev.index)):
+        raise ValueError(
+            f"device: the model's parameters are on {str(here)!r} but device={str(dev)!r}; "
+            f"move the model first (model.to({str(dev)!r})) or leave device=None"
+        )
+    return dev

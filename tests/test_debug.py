@@ -126,10 +126,10 @@ def test_dtype_trace_leaves_only_must_be_a_bool() -> None:
 
 
 def test_tf32_on_mps_is_refused_clearly(monkeypatch) -> None:
-    from fp16lab.debug import _common
+    import fp16lab.device
 
-    monkeypatch.setattr(_common, "resolve_device", lambda d: torch.device("mps"))
-    monkeypatch.setattr(_common, "model_device", lambda m, default=None: torch.device("mps"))
+    monkeypatch.setattr(fp16lab.device, "resolve_device", lambda d: torch.device("mps"))
+    monkeypatch.setattr(fp16lab.device, "model_device", lambda m, default=None: torch.device("mps"))
     with pytest.raises(ValueError, match="'tf32'.*NVIDIA.*'mps'"):
         dtype_trace(nn.Linear(2, 2), torch.randn(1, 2), "tf32", device="mps")
 

@@ -21,10 +21,11 @@ esac
 """
 
 
+@pytest.mark.parametrize("full", ["", "1"])
 @pytest.mark.parametrize(("ruff", "mypy", "pytest_rc", "ok"), [
     (0, 0, 0, True), (0, 1, 0, False), (0, 0, 1, False), (1, 0, 0, False),
 ])
-def test_make_test_fails_when_any_check_fails(tmp_path, ruff, mypy, pytest_rc, ok):
+def test_make_test_fails_when_any_check_fails(tmp_path, ruff, mypy, pytest_rc, ok, full):
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
     venv = tmp_path / "venv"
@@ -38,8 +39,9 @@ def test_make_test_fails_when_any_check_fails(tmp_path, ruff, mypy, pytest_rc, o
     os.utime(stamp, (2**31, 2**31))  # newer than pyproject.toml: no set-up
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
     env.update(MYPY_RC=str(mypy), PYTEST_RC=str(pytest_rc), FP16LAB_CHROMIUM="/nonexistent")
-    run = subprocess.run(["make", "--no-print-directory", "test", f"VENV={venv}"], cwd=ROOT, env=env,
+    run = subprocess.run(["make", "--no-print-directory", "test", f"VENV={venv}", f"FULL={full}"], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=60)
     assert (run.returncode == 0) == ok, run.stdout + run.stderr
     if ruff == 0:
         assert "fake pytest" in run.stdout and "fake mypy" in run.stdout, run.stdout
+    assert ("FULL=1: every lesson in full mode" in run.stdout) == bool(full) or ruff != 0, run.stdout

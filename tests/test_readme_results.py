@@ -1,27 +1,34 @@
-"""The README's measured tables are the ones the committed results files produce (no typed numbers)."""
+"""The measured tables of results/README.md are the ones the committed results files produce (no typed numbers)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from fp16lab.course.readme import targets_table
-from fp16lab.labs.benchmark import readme_section
+from fp16lab.course import readme
 
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text()
+PAGE = ROOT / readme.RESULTS_PAGE
 
 
-def test_readme_benchmark_comes_from_the_reference_run(monkeypatch):
-    monkeypatch.chdir(ROOT)  # the section names its source relative to the repository
-    section = readme_section("results/bench_live.json", "results/bench_live.png")
-    table = [line for line in section.splitlines() if line.startswith(("|", "**", "!["))]
-    assert len(table) >= 10
-    for line in table:
-        assert line in README, f"README is out of date with results/bench_live.json: {line}"
+def _block(text: str, start: str, end: str) -> str:
+    return text.split(start, 1)[1].split(end, 1)[0].strip("\n")
+
+
+def test_results_page_blocks_come_from_the_results_files():
+    text = PAGE.read_text(encoding="utf-8")
+    for start, end, kind in readme.BLOCKS:
+        assert _block(text, start, end) == readme._block(kind), (
+            f"{readme.RESULTS_PAGE} is out of date with the results files ({kind}): "
+            "run `python -m fp16lab workshop results`")
+
+
+def test_the_reference_is_a_gpu_run_and_its_plot_is_committed():
+    bench = readme._block("bench")
+    assert "H200" in bench.splitlines()[0] and len([x for x in bench.splitlines() if x.startswith("|")]) >= 10
     assert (ROOT / "results" / "bench_live.png").exists()
-    assert "H200" in section.splitlines()[0]  # the reference is a GPU run
 
 
-def test_readme_targets_table_comes_from_the_results_files():
-    for line in targets_table().splitlines():
-        assert line in README, f"README is out of date with the results/*_targets.json files: {line}"
+def test_readme_links_the_results_page_and_types_no_table():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "](results/README.md)" in text
+    assert "| configuration | batch | images/s" not in text, "the benchmark tables live on results/README.md"

@@ -119,7 +119,7 @@ def test_refuses_a_notebook_without_solution_markers(tmp_path):
     with pytest.raises(ValueError, match=r"91_no_markers\.ipynb: no exercise found .*'solution'"):
         student.write_student_copies([lesson], tmp_path / "student")
     assert not (tmp_path / "student").exists(), "nothing may be written for a refused lesson"
-    cli = subprocess.run([sys.executable, "-m", "fp16lab.course.workshop", "write", str(lesson),
+    cli = subprocess.run([sys.executable, "-m", "fp16lab", "workshop", "write", str(lesson),
                           "--out", str(tmp_path / "student")], capture_output=True, text=True)
     assert cli.returncode == 2 and "91_no_markers.ipynb: no exercise found" in cli.stderr
 

@@ -9,13 +9,12 @@ from typing import Any
 
 from fp16lab.course import paths
 
-__all__ = ["TARGET_FILES", "targets_table"]
+__all__ = ["TARGET_FILES", "targets_table", "RESULTS_PAGE", "BLOCKS", "write_results_page"]
 
 # The reference-run targets of the newer lessons: (lesson, results file stem).
 TARGET_FILES: tuple[tuple[str, str], ...] = (
     ("07 transformers", "transformers_targets"),
     ("08 inference", "infer_targets"),
-    ("09 FP8", "fp8_targets"),
 )
 
 
@@ -38,3 +37,30 @@ def targets_table(files: Sequence[tuple[str, str]] = TARGET_FILES) -> str:
             met = "met" if r.get("met") else "missed"
             lines.append(f"| {lesson} | {r['target']} | {_num(measured)} | {goal} | {met} | {where} |")
     return "\n".join(lines)
+
+
+RESULTS_PAGE = "results/README.md"
+# (start marker, end marker, what builds the block) of the generated blocks on the results page
+BLOCKS = (
+    ("<!-- bench:start -->", "<!-- bench:end -->", "bench"),
+    ("<!-- targets:start -->", "<!-- targets:end -->", "targets"),
+)
+
+
+def _block(kind: str) -> str:
+    if kind == "targets":
+        return targets_table()
+    from fp16lab.labs.benchmark import readme_section
+
+    root = paths.repo_root()
+    section = readme_section(root / "results" / "bench_live.json", root / "results" / "bench_live.png")
+    return section.replace(str(root / "results") + "/", "").replace(str(root) + "/", "")
+
+
+def write_results_page() -> bool:
+    """Rebuild the generated blocks of ``results/README.md`` from the results files; True when it changed."""
+    page = paths.repo_root() / RESULTS_PAGE
+    changed = False
+    for start, end, kind in BLOCKS:
+        changed |= paths.replace_block(page, start, end, _block(kind))
+    return changed

@@ -104,6 +104,13 @@ def _lint(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+def _results(args: argparse.Namespace) -> int:
+    from fp16lab.course.readme import RESULTS_PAGE, write_results_page
+
+    print(f"{'updated' if write_results_page() else 'already current:'} {RESULTS_PAGE}")
+    return 0
+
+
 def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the workshop subcommands to ``parser`` (used by both command lines)."""
     sub = parser.add_subparsers(dest="workshop_command", required=True, metavar="COMMAND")
@@ -122,6 +129,8 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="run student copies in a kernel: checks reject None, accept the solution")
     v.add_argument("notebooks", nargs="*", type=_paths.notebook_file, help="lessons (default: every notebooks/NN_*.ipynb)")
     v.set_defaults(func=_verify)
+    r = sub.add_parser("results", help="rebuild the tables of results/README.md from the committed results files")
+    r.set_defaults(func=_results)
     lint = sub.add_parser("lint", help="flag measured-looking numbers in lesson markdown and missing next-lesson links")
     lint.add_argument("notebooks", nargs="*", type=_paths.notebook_file, help="lessons (default: every notebooks/NN_*.ipynb)")
     lint.set_defaults(func=_lint)

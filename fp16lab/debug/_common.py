@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from fp16lab.checks import function, instance
-from fp16lab.device import is_oom, model_device, resolve_device
+from fp16lab.device import is_oom
 from fp16lab.precision import Precision, check_precision_supported, parse_precision
 
 LossFn = Callable[[Any, Any], torch.Tensor]
@@ -87,21 +87,6 @@ def check_batch(example: object, what: str = "example_input") -> None:
     for t in found:
         if t.numel() == 0 or (t.dim() > 0 and t.shape[0] == 0):
             raise ValueError(f"{what} is empty (a tensor of shape {tuple(t.shape)}); pass at least one sample")
-
-
-def resolve_model_device(model: nn.Module, device: "torch.device | str | None") -> torch.device:
-    """``device`` checked against where the model lives (default: the model's device, else the CPU)."""
-    here = model_device(model, default=torch.device("cpu"))
-    if device is None:
-        return here
-    dev = resolve_device(device)  # exists here, or a clear error
-    has_state = any(True for _ in model.parameters()) or any(True for _ in model.buffers())
-    if has_state and (here.type != dev.type or (dev.index is not None and here.index != dev.index)):
-        raise ValueError(
-            f"device: the model's parameters are on {str(here)!r} but device={str(dev)!r}; "
-            f"move the model first (model.to({str(dev)!r})) or leave device=None"
-        )
-    return dev
 
 
 def check_precision(precision: object, device: torch.device) -> Precision:

@@ -19,10 +19,10 @@ from fp16lab.debug._common import (
     dtype_names,
     eval_mode,
     module_names,
-    resolve_model_device,
     tensors,
     to_device,
 )
+from fp16lab.device import resolve_model_device
 from fp16lab.precision import Precision, autocast, precision_context
 
 __all__ = ["dtype_trace", "first_nonfinite", "NonFiniteReport", "FP16_MAX"]

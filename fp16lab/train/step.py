@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fp16lab.checks import boolean, function, positive_float
-from fp16lab.device import model_device, resolve_device
+from fp16lab.device import model_device, resolve_device, resolve_model_device
 from fp16lab.precision import Precision, autocast, parse_precision
 
 __all__ = ["StepResult", "make_scaler", "train_step", "evaluate"]
@@ -116,7 +116,7 @@ def _check_core(model: object, optimizer: object, scaler: object) -> list[torch.
 
 
 def _resolve_run_device(model: nn.Module, device: "torch.device | str | None") -> torch.device:
-    return resolve_device(device) if device is not None else model_device(model)
+    return resolve_model_device(model, device)
 
 
 def _check_loader(name: str, loader: object) -> int | None:

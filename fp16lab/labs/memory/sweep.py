@@ -24,12 +24,11 @@ from fp16lab.debug._common import (
     check_precision,
     check_trainable,
     oom_message,
-    resolve_model_device,
     restored,
     split_batch,
     to_device,
 )
-from fp16lab.device import free_memory, is_oom
+from fp16lab.device import free_memory, is_oom, resolve_model_device
 from fp16lab.precision import Precision, parse_precision, precision_context
 from fp16lab.train import make_scaler, train_step
 

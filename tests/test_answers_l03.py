@@ -1,0 +1,142 @@
+"""Lesson 03's exercise checks accept the right answer and reject the typical wrong ones, with the hint."""
+
+from __future__ import annotations
+
+import copy
+
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+from fp16lab.align import audit, pad_layers
+from fp16lab.course.answers.l03 import (
+    card_precision,
+    check_card_audit,
+    check_layout_choice,
+    check_padded_copy,
+)
+
+
+class Unseen(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(300, 16)
+        self.proj = nn.Linear(16, 100)
+        self.mid = nn.Linear(100, 32)
+        self.tags = nn.Linear(32, 17)
+
+    def forward(self, idx):
+        h = torch.relu(self.proj(self.embed(idx).mean(1)))
+        return self.tags(torch.relu(self.mid(h)))
+
+
+def _unseen():
+    torch.manual_seed(3)
+    return Unseen()
+
+
+def _right(unseen):
+    report = audit(unseen)
+    fixed = pad_layers(copy.deepcopy(unseen), report.pad_names(), multiple=8)
+    must = {(f.module, f.dim) for f in report.misaligned if not f.paddable}
+    return fixed, torch.optim.AdamW(fixed.parameters()), must
+
+
+PROBE = torch.randint(0, 300, (4, 5))
+
+
+def test_padded_copy_accepts_the_solution(capsys):
+    unseen = _unseen()
+    check_padded_copy(_unseen, unseen, *_right(unseen), PROBE)
+    assert "correct" in capsys.readouterr().out
+
+
+def test_padded_copy_rejects_padding_in_place():
+    unseen = _unseen()
+    report = audit(unseen)
+    fixed = pad_layers(unseen, report.pad_names(), multiple=8)
+    must = {(f.module, f.dim) for f in report.misaligned if not f.paddable}
+    with pytest.raises(AssertionError, match="copy"):
+        check_padded_copy(_unseen, unseen, fixed, torch.optim.AdamW(fixed.parameters()), must, PROBE)
+
+
+def test_padded_copy_rejects_every_finding_as_must_change():
+    unseen = _unseen()
+    fixed, opt, _ = _right(unseen)
+    every = {(f.module, f.dim) for f in audit(unseen).misaligned}
+    with pytest.raises(AssertionError, match="must_change is off"):
+        check_padded_copy(_unseen, unseen, fixed, opt, every, PROBE)
+
+
+def test_padded_copy_rejects_a_partial_pad_and_a_stale_optimizer():
+    unseen = _unseen()
+    _, _, must = _right(unseen)
+    partial = pad_layers(copy.deepcopy(unseen), ["embed"], multiple=8)
+    with pytest.raises(AssertionError, match="something paddable is left"):
+        check_padded_copy(_unseen, unseen, partial, torch.optim.AdamW(partial.parameters()), must, PROBE)
+    fixed, _, _ = _right(unseen)
+    stale = torch.optim.AdamW(copy.deepcopy(unseen).parameters())
+    with pytest.raises(AssertionError, match="build the optimizer after padding"):
+        check_padded_copy(_unseen, unseen, fixed, stale, must, PROBE)
+
+
+MLP = nn.Sequential(nn.Linear(100, 300), nn.ReLU(), nn.Linear(300, 10))
+
+
+def _for(precisions):
+    return {card: {(f.module, f.dim) for f in audit(MLP, precision=p).misaligned} for card, p in precisions.items()}
+
+
+def test_card_precision_follows_the_capability():
+    assert card_precision("a100-40gb") == "tf32" and card_precision("t4") == "fp16"
+
+
+def test_card_audit_accepts_the_solution(capsys):
+    check_card_audit(MLP, _for({"a100-40gb": "tf32", "t4": "fp16"}))
+    assert "correct" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("answer", "hint"), [
+    ({"a100-40gb": "fp16", "t4": "fp16"}, "a100-40gb: that is the fp16 audit.*has TF32"),
+    ({"a100-40gb": "tf32", "t4": "tf32"}, "t4: that is the tf32 audit.*no TF32"),
+    ({"a100-40gb": "fp16", "t4": "tf32"}, "a100-40gb: that is the fp16 audit"),
+])
+def test_card_audit_rejects_the_wrong_precision(answer, hint):
+    with pytest.raises(AssertionError, match=hint):
+        check_card_audit(MLP, _for(answer))
+
+
+def test_card_audit_rejects_a_wrong_shape():
+    with pytest.raises(AssertionError, match="one entry per card"):
+        check_card_audit(MLP, {("0", "in_features")})
+
+
+def _measured(busy=0.7):
+    rows = [("NCHW (default format)", 3000.0, 42.0), ("channels_last", 4150.0, 22.0),
+            ("channels_last + fc padded 101->104", 4100.0, 22.5), ("channels_last, cudnn.benchmark=False", 3400.0, 30.0)]
+    frame = pd.DataFrame([{"section": "resnet50", "variant": v, "per_s": p, "gpu_kernel_ms": k, "gpu_busy": busy,
+                           "status": "ok"} for v, p, k in rows])
+    return pd.concat([frame, pd.DataFrame([{"section": "gpt", "variant": "x", "per_s": 1.0, "status": "ok"}])],
+                     ignore_index=True)
+
+
+def test_layout_choice_accepts_the_kernel_time_ratio(capsys):
+    check_layout_choice(_measured(), "channels_last", 42.0 / 22.0)
+    assert "correct" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("layout", "gain", "hint"), [
+    ("channels_last", 4150.0 / 3000.0, "that is the images/s ratio"),
+    ("NCHW", 22.0 / 42.0, "favours the other layout"),
+    ("channels_last", 22.0 / 42.0, "kernel_gain is off"),
+    ("NHWC please", 1.9, "layout is one of"),
+])
+def test_layout_choice_rejects_wrong_answers(layout, gain, hint):
+    with pytest.raises(AssertionError, match=hint):
+        check_layout_choice(_measured(), layout, gain)
+
+
+def test_layout_choice_without_a_measurement_says_so(capsys):
+    check_layout_choice(None, None, None)
+    assert "nothing to check" in capsys.readouterr().out

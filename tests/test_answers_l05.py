@@ -1,0 +1,124 @@
+"""Lesson 05's exercise checks accept the right answer and reject the typical wrong ones, with the hint."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+
+from fp16lab.course.answers.l05 import check_batch_plan, check_gated, check_lean
+
+
+def _fits(fp32=(32, 64, 128, 256, 288), fp16=(32, 64, 128, 256, 512, 544)):
+    ok = [{"precision": p, "batch_size": b, "ok": True} for p, sizes in (("fp32", fp32), ("fp16", fp16)) for b in sizes]
+    oom = [{"precision": "fp32", "batch_size": 320, "ok": False}, {"precision": "fp16", "batch_size": 576, "ok": False}]
+    return pd.DataFrame(ok + oom)
+
+
+def test_batch_plan_accepts_the_largest_power_of_two(capsys):
+    check_batch_plan(_fits(), 512, 2)
+    assert "correct" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("micro", "accum", "hint"), [
+    (256, 4, "that is what fits in FP32"),           # read the fp32 rows
+    (544, 2, "must be the effective batch"),          # the largest fit, not a divisor
+    (1024, 1, "did not fit"),
+    (128, 8, "a larger power of two fits"),
+    (96, 10, "must be the effective batch"),
+    (1.5, 2, "positive ints"),
+])
+def test_batch_plan_rejects_wrong_plans(micro, accum, hint):
+    with pytest.raises(AssertionError, match=hint):
+        check_batch_plan(_fits(), micro, accum)
+
+
+def test_batch_plan_follows_a_smaller_card():
+    small = _fits(fp32=(32, 64), fp16=(32, 64, 128, 160))
+    check_batch_plan(small, 128, 8)
+    with pytest.raises(AssertionError, match="FP32"):
+        check_batch_plan(small, 64, 16)
+
+
+def test_batch_plan_without_a_search_says_so(capsys):
+    check_batch_plan(None, None, None)
+    assert "nothing to check" in capsys.readouterr().out
+
+
+def normalise(x):
+    centred = x - x.mean(dim=1, keepdim=True)
+    return (centred / centred.std(dim=1, keepdim=True)).clamp(-3, 3)
+
+
+def lean(x):
+    y = x - x.mean(dim=1, keepdim=True)
+    y.div_(y.std(dim=1, keepdim=True))
+    return y.clamp_(-3, 3)
+
+
+def in_place_on_input(x):
+    x.sub_(x.mean(dim=1, keepdim=True))
+    x.div_(x.std(dim=1, keepdim=True))
+    return x.clamp_(-3, 3)
+
+
+def clamp_out_of_place(x):
+    y = x - x.mean(dim=1, keepdim=True)
+    y.div_(y.std(dim=1, keepdim=True))
+    return y.clamp(-3, 3)
+
+
+X = torch.randn(64, 512) * 5 + 2
+
+
+def test_lean_accepts_one_allocation(capsys):
+    check_lean(lean, normalise, X.clone())
+    assert "correct" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("fn", "hint"), [
+    (in_place_on_input, "changed its input"),
+    (normalise, "allocated .* times its input's size"),
+    (clamp_out_of_place, "allocated .* times its input's size"),
+    (lambda x: x.clone().mul_(2), "values differ"),
+])
+def test_lean_rejects_wrong_answers(fn, hint):
+    x = X.clone()
+    with pytest.raises(AssertionError, match=hint):
+        check_lean(fn, normalise, x)
+    assert torch.equal(x, X)  # the check restores the input for the next try
+
+
+def gated_right(x, w):
+    h = x @ w
+    return h * torch.sigmoid(h)
+
+
+def gated_in_place(x, w):
+    h = x @ w
+    g = torch.sigmoid(h)
+    return g.mul_(h)
+
+
+def gated_detached(x, w):
+    h = x @ w
+    return h * torch.sigmoid(h).detach()
+
+
+XG, WG = torch.randn(8, 16), torch.randn(16, 4, requires_grad=True)
+
+
+def test_gated_accepts_out_of_place(capsys):
+    check_gated(gated_right, XG, WG)
+    assert "correct" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("fn", "hint"), [
+    (gated_in_place, "backward pass fails"),
+    (gated_detached, "gradient for w is wrong"),
+    (lambda x, w: torch.sigmoid(x @ w), "values differ"),
+    (None, "assign your function"),
+])
+def test_gated_rejects_wrong_answers(fn, hint):
+    with pytest.raises(AssertionError, match=hint):
+        check_gated(fn, XG, WG)
