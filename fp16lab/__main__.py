@@ -2,7 +2,7 @@
 
 Learners: ``doctor`` (is this machine ready?), ``lab`` (JupyterLab on your own copies of the
 lessons), ``workspace`` (make or reset those copies), ``bench`` (the article's ResNet50 table
-on your GPU), ``distributed`` (lesson 10's experiments on several GPUs). Authors and instructors: ``outputs`` (run and stamp lessons), ``workshop``
+on your GPU), ``distributed`` (lesson 10's training script under torchrun on every GPU: the multi-GPU reference run). Authors and instructors: ``outputs`` (run and stamp lessons), ``workshop``
 (student copies, agenda, proofs of the exercises), ``portability`` (every lesson under each
 hardware profile: ``results/portability.json``). ``python -m fp16lab COMMAND --help`` for each.
 """
@@ -10,6 +10,7 @@ hardware profile: ``results/portability.json``). ``python -m fp16lab COMMAND --h
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable, Sequence
 
@@ -70,6 +71,28 @@ SUBCOMMANDS: list[tuple[str, Callable[[SubParsers[argparse.ArgumentParser]], Non
 ]
 
 
+_ROLE = re.compile(r":(?:func|mod|class|meth|attr|data|exc):`~?([^`]+)`")
+
+
+def plain(text: str | None) -> str | None:
+    """Docstring markup as a terminal shows it: ``:func:`x``` and double backticks become plain `x`."""
+    if text is None:
+        return None
+    return _ROLE.sub(r"\1", text).replace("``", "`")
+
+
+def _plain_help(parser: argparse.ArgumentParser) -> None:
+    """Every description and help text of ``parser`` and its subcommands in plain text (recursively)."""
+    parser.description = plain(parser.description)
+    for action in parser._actions:
+        action.help = plain(action.help)
+        if isinstance(action, argparse._SubParsersAction):
+            for choice in action._choices_actions:
+                choice.help = plain(choice.help)
+            for sub in action.choices.values():
+                _plain_help(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``python -m fp16lab`` parser with every subcommand registered."""
     parser = argparse.ArgumentParser(prog="python -m fp16lab", description=__doc__,
@@ -78,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 title="commands")
     for _, add in SUBCOMMANDS:
         add(sub)
+    _plain_help(parser)
     return parser
 
 

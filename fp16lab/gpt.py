@@ -7,10 +7,13 @@ embedding and padded (lesson 03), and a KV-cache decode path with static shapes 
 Module names read well in ``first_nonfinite`` and ``pad_layers``: ``wte``, ``wpe``,
 ``h.{i}.ln1``, ``h.{i}.attn.{qkv,proj}``, ``h.{i}.ln2``, ``h.{i}.mlp.{fc,act,proj}``, ``ln_f``, ``lm_head``.
 
-FLOPs per token (:func:`flops_per_token`, the PaLM paper's MFU convention): training
-``6·N + 12·L·T·d``, forward only ``2·N + 4·L·T·d``; ``N`` counts the weights used in matmuls
+FLOPs per token (:func:`flops_per_token`): training ``6·N + 12·L·T·d``, forward only
+``2·N + 4·L·T·d`` by default (the PaLM paper's MFU convention: attention's ``QKᵀ`` and ``PV``
+over the full T×T square, what the math kernel computes and what published MFU figures count);
+``causal=True`` counts only the T(T+1)/2 query-key pairs a causal mask keeps (what flash and
+cuDNN attention compute): ``6·N + 6·L·(T+1)·d``. ``N`` counts the weights used in matmuls
 (attention, MLP, head; not embedding lookups, LayerNorms, biases), ``L`` layers, ``T`` the
-context, ``d`` the width. Attention's ``QKᵀ`` and ``PV`` count in full (no causal discount).
+context, ``d`` the width. :func:`attention_flops` is the attention term alone, for one call.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from torch.utils.checkpoint import checkpoint
 from fp16lab.checks import boolean, instance, integer_tensor, positive_float, positive_int, values_readable
 
 __all__ = ["GPTConfig", "GPT", "PRESETS", "preset", "lm_loss", "param_count", "matmul_params",
-           "flops_per_token", "kv_cache_bytes"]  # fmt: skip
+           "flops_per_token", "attention_flops", "kv_cache_bytes"]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -133,15 +136,33 @@ def param_count(cfg: GPTConfig) -> int:
     return V * d + cfg.seq_len * d + L * per_block + 2 * d + head
 
 
-def flops_per_token(cfg: GPTConfig, *, training: bool = True, seq_len: int | None = None) -> int:
+def attention_flops(batch: int, heads: int, seq_len: int, head_dim: int, *, causal: bool = True,
+                    training: bool = True) -> int:
+    """FLOPs of one attention call's two products, ``QKᵀ`` and ``PV``: 2·2·head_dim per query-key pair.
+
+    Why: a kernel's TFLOP/s must count the work it is asked for. ``causal=True`` (default) counts
+    the T(T+1)/2 pairs a causal mask keeps, per batch row and head; False the full T×T square.
+    ``training=True`` (default) adds the backward's four products (×3 in all).
+    """
+    B, H = positive_int("batch", batch), positive_int("heads", heads)
+    T, hd = positive_int("seq_len", seq_len), positive_int("head_dim", head_dim)
+    pairs = T * (T + 1) // 2 if boolean("causal", causal) else T * T
+    return (3 if boolean("training", training) else 1) * 4 * B * H * pairs * hd
+
+
+def flops_per_token(cfg: GPTConfig, *, training: bool = True, seq_len: int | None = None,
+                    causal: bool = False) -> int:
     """Model FLOPs per token: ``6·N + 12·L·T·d`` (training) or ``2·N + 4·L·T·d`` (forward).
 
-    Defaults: ``training=True``, ``seq_len=cfg.seq_len`` (``T``). See the module docstring
-    for what ``N`` counts. ``seq_len`` is at most ``cfg.seq_len`` (the longest context the model runs).
+    Defaults: ``training=True``, ``seq_len=cfg.seq_len`` (``T``), ``causal=False`` (attention
+    over the full T×T square, the PaLM MFU convention; True: only the pairs a causal mask keeps,
+    ``12·L·d·(T+1)/2``). See the module docstring for what ``N`` counts. ``seq_len`` is at most
+    ``cfg.seq_len`` (the longest context the model runs).
     """
     T = _seq_len("seq_len", seq_len, _config(cfg))
     k = 3 if boolean("training", training) else 1
-    return k * (2 * matmul_params(cfg) + 4 * cfg.n_layers * T * cfg.d_model)
+    attention = attention_flops(1, 1, T, cfg.d_model, causal=boolean("causal", causal), training=training)
+    return k * 2 * matmul_params(cfg) + cfg.n_layers * attention // T
 
 
 def kv_cache_bytes(cfg: GPTConfig, batch: int, max_len: int | None = None, dtype: torch.dtype = torch.bfloat16) -> int:

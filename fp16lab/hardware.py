@@ -75,17 +75,19 @@ _PEAK_FIELDS = ("fp32", "tf32", "fp16", "bf16", "fp16_acc16", "fp8")
 # measured). Datasheets quote sparse Tensor Core figures for Ampere and later: halved here.
 PEAK_TFLOPS: dict[str, Peak] = {
     # Hopper: H100 SXM5 and H200 SXM share the chip and clocks (H200 datasheet: FP16/BF16
-    # 1979 sparse -> 989.5 dense, TF32 989 -> 494.5, FP8 3958 -> 1979, FP32 67).
+    # 1979 sparse -> 989.5 dense, TF32 989 -> 494.5, FP8 3958 -> 1979, FP32 67). The Hopper
+    # whitepaper states the SXM5's dense figures themselves (989.4: 132 SMs x 4096 x 1830 MHz).
     "H200": Peak("H200", 67.0, 494.5, 989.5, 989.5, 989.5, 1979.0, "NVIDIA H200 datasheet"),
-    "H100 SXM": Peak("H100 SXM", 67.0, 494.5, 989.5, 989.5, 989.5, 1979.0, "NVIDIA H100 datasheet (SXM5)"),
+    "H100 SXM": Peak("H100 SXM", 66.9, 494.7, 989.4, 989.4, 989.4, 1978.9,
+                     "NVIDIA H100 Tensor Core GPU Architecture whitepaper (SXM5, dense)"),
     "H100 NVL": Peak("H100 NVL", 60.0, 417.5, 835.5, 835.5, 835.5, 1670.5, "NVIDIA H100 datasheet (NVL)"),
-    "H100 PCIe": Peak("H100 PCIe", 51.0, 378.0, 756.0, 756.0, 756.0, 1513.0, "NVIDIA H100 datasheet (PCIe)"),
+    "H100 PCIe": Peak("H100 PCIe", 51.0, 378.0, 756.5, 756.5, 756.5, 1513.0, "NVIDIA H100 datasheet (PCIe)"),
     # Ampere data center: A100 datasheet (FP16 312 dense, TF32 156 dense); no FP8.
     "A100": Peak("A100", 19.5, 156.0, 312.0, 312.0, 312.0, None, "NVIDIA A100 datasheet"),
     "A10": Peak("A10", 31.2, 62.5, 125.0, 125.0, 125.0, None, "NVIDIA A10 datasheet"),
-    # Ada data center: full-rate FP32 accumulate. L40S datasheet (FP16 733 sparse, FP8 1466
-    # sparse, TF32 366 sparse, FP32 91.6); L4 datasheet (FP16 242 sparse, FP8 485 sparse).
-    "L40S": Peak("L40S", 91.6, 183.0, 366.0, 366.0, 366.0, 733.0, "NVIDIA L40S datasheet"),
+    # Ada data center: full-rate FP32 accumulate. L40S datasheet (dense | sparse: TF32 183 | 366,
+    # FP16/BF16 362.05 | 733, FP8 733 | 1466, FP32 91.6); L4 datasheet (FP16 242 sparse, FP8 485 sparse).
+    "L40S": Peak("L40S", 91.6, 183.0, 362.05, 362.05, 362.05, 733.0, "NVIDIA L40S datasheet"),
     "L4": Peak("L4", 30.3, 60.0, 121.0, 121.0, 121.0, 242.5, "NVIDIA L4 datasheet"),
     # GeForce Ada: Ada Lovelace architecture whitepaper, appendix. FP16/BF16/FP8 with FP32
     # accumulate run at HALF the FP16-accumulate rate on GeForce (4090: 165.2 vs 330.3).

@@ -15,8 +15,10 @@ import torch
 from torch import nn
 
 from fp16lab.labs.benchmark import (
+    COMPILE_MODES,
     COMPILED,
     CONFIGS,
+    IDLE,
     RECOMMENDED,
     TARGETS,
     TRAIN_STEP,
@@ -25,7 +27,10 @@ from fp16lab.labs.benchmark import (
     BenchSettings,
     add_mfu,
     bench_one,
+    busy_fraction,
     comparison_table,
+    compile_modes_table,
+    kernel_ms,
     model_flops,
     plot_results,
     profile_table,
@@ -358,7 +363,7 @@ def test_kernel_kinds_and_the_step_breakdown():
     assert {n: kernel_kind(n) for n in names} == names
     t = breakdown([(n, 1000.0) for n in names], steps=2, step_ms=10.0).set_index("kind")
     assert t.loc["optimizer and scaler", "ms_per_step"] == pytest.approx(1.0)  # two kernels, 1 ms each over 2 steps
-    assert t.loc["GPU idle (launch gaps, host)", "ms_per_step"] == pytest.approx(10.0 - 4.0)
+    assert t.loc[IDLE, "ms_per_step"] == pytest.approx(10.0 - 4.0) and IDLE == "GPU idle (launch gaps, host)"
     assert t["share_of_step"].sum() == pytest.approx(1.0)
 
 
@@ -737,3 +742,143 @@ def test_report_helpers_check_their_arguments(tmp_path):
         side_by_side({}, batch=0)
     with pytest.raises(ValueError, match="nothing to plot"):
         plot_results(pd.DataFrame())
+
+
+# ------------------------------------------------------------------ compile modes, profile helpers, labels
+
+
+def test_compile_modes_join_the_rounds_beside_the_recipe_each_in_its_own_time_box():
+    ro, ma = COMPILE_MODES["reduce-overhead"], COMPILE_MODES["max-autotune-no-cudagraphs"]
+    opener, log = fake(rates={"article": [100.0, 100.0, 100.0], COMPILED: [240.0, 250.0, 245.0],
+                              ro: [250.0, 245.0, 260.0]}, open_s={ma: 5.0, COMPILED: 0.5})
+    res = run_benchmark(TinyNet, ["fp32_default"], [8], repeat=[], rounds=3, settings=TINY, device="cpu",
+                        progress=False, opener=opener, compile_modes=list(COMPILE_MODES),
+                        compile_timeout_s=3.0, compile_mode_timeout_s=0.3)
+    assert res.metadata["benchmark"]["repeat"] == ["article", COMPILED, ro, ma]  # added: what they are compared with
+    assert res.metadata["benchmark"]["compile_modes"] == list(COMPILE_MODES)
+    t = res.compile_modes().set_index("mode")
+    assert list(t.index) == ["default", "reduce-overhead", "max-autotune-no-cudagraphs"]
+    # oracle: the per-round ratios over the article's loop, their median and largest distance from it
+    assert t.loc["reduce-overhead", "x_article"] == pytest.approx(2.5)
+    assert t.loc["reduce-overhead", "spread"] == pytest.approx(0.1) and t.loc["reduce-overhead", "n"] == 3
+    assert t.loc["reduce-overhead", "x_default_mode"] == pytest.approx(statistics.median([250 / 240, 245 / 250, 260 / 245]))
+    assert t.loc["default", "status"] == "ok"  # 0.5 s to open: inside the common 3 s box
+    assert t.loc["max-autotune-no-cudagraphs", "status"] == "timeout"  # its own 0.3 s box
+    assert "time box of 0.3 s" in t.loc["max-autotune-no-cudagraphs", "note"]
+    assert math.isnan(t.loc["max-autotune-no-cudagraphs", "x_article"])
+    assert compile_modes_table(fake_run(["article", COMPILED], ["article", COMPILED], {})[0].frame).empty  # off
+
+
+@pytest.mark.parametrize("modes, match", [("reduce-overhead", "list of torch.compile modes"),
+                                          (["max-autotune"], "compile_modes entry"),
+                                          (["reduce-overhead", "reduce-overhead"], "repeat a mode")])
+def test_compile_modes_are_checked_before_any_work(modes, match):
+    opener, log = fake(rates={})
+    with pytest.raises(ValueError, match=match):
+        run_benchmark(TinyNet, ["fp32_default"], [8], settings=TINY, device="cpu", progress=False, opener=opener,
+                      compile_modes=modes)
+    with pytest.raises(ValueError, match="task='train'"):
+        run_benchmark(TinyNet, ["fp32_default"], [8], settings=TINY, device="cpu", progress=False, opener=opener,
+                      compile_modes=["reduce-overhead"], task="infer")
+    assert log == []
+
+
+def test_cli_compile_modes_are_off_by_default_and_leave_the_exploration():
+    import argparse
+
+    from fp16lab.labs.benchmark.cli import COMPILE_MODE_TIMEOUT_S, _run_kwargs, add_bench_parser
+
+    parser = argparse.ArgumentParser()
+    add_bench_parser(parser.add_subparsers(dest="command"))
+    kw = _run_kwargs(parser.parse_args(["bench"]), CPU)
+    assert kw["compile_modes"] == [] and kw["compile_mode_timeout_s"] is None
+    kw = _run_kwargs(parser.parse_args(["bench", "--reference", "--compile-modes"]), CPU)
+    assert kw["compile_modes"] == list(COMPILE_MODES) and kw["compile_mode_timeout_s"] == COMPILE_MODE_TIMEOUT_S
+    assert not set(COMPILE_MODES.values()) & set(kw["explore"]) and kw["explore"]
+    kw = _run_kwargs(parser.parse_args(["bench", "--compile-modes", "reduce-overhead", "--compile-mode-timeout", "900"]), CPU)
+    assert kw["compile_modes"] == ["reduce-overhead"] and kw["compile_mode_timeout_s"] == 900
+    with pytest.raises(SystemExit, match="^2$"):  # argparse's refusal
+        parser.parse_args(["bench", "--compile-modes", "max-autotune"])
+
+
+def test_cli_prints_the_compile_modes_beside_the_recipe(tmp_path, monkeypatch, capsys):
+    import fp16lab.labs.benchmark.cli as cli
+
+    opener, _ = fake(rates={})
+    real = cli.run_benchmark
+    monkeypatch.setattr(cli, "run_benchmark", lambda *a, **k: real(TinyNet, **{**k, "opener": opener, "settings": TINY}))
+    from fp16lab.__main__ import main
+
+    assert main(["bench", "--device", "cpu", "--compile-modes", "reduce-overhead", "--no-progress",
+                 "--configs", "fp32_default", "--sweep", "--output", str(tmp_path / "r.json")]) == 0
+    out = capsys.readouterr().out
+    assert "torch.compile modes of the compiled recipe" in out and "time-boxed to 300 s" in out
+    assert "reduce-overhead" in out
+
+
+def test_kernel_ms_and_busy_fraction_read_a_configs_profile():
+    from fp16lab.labs.benchmark.profile import breakdown
+
+    rows = breakdown([("sm90_xmma_fprop", 3000.0), ("elementwise_kernel", 1000.0)], steps=2, step_ms=4.0)
+    meta = {"step_profile": {"a": rows.to_dict("records"), "b": [{"kind": "error", "error": "RuntimeError: x"}]}}
+    assert kernel_ms(meta, "a") == pytest.approx(2.0)  # (3 + 1) ms over 2 steps, the idle row left out
+    assert busy_fraction(meta, "a") == pytest.approx(0.5)
+    assert profile_table(meta, "ms_per_step").loc[IDLE, "a"] == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="was not profiled in this run; profiled: \\['a', 'b'\\]"):
+        kernel_ms(meta, "c")
+    with pytest.raises(ValueError, match="the profile of 'b' failed: RuntimeError: x"):
+        busy_fraction(meta, "b")
+    with pytest.raises(ValueError, match="value must be one of"):
+        profile_table(meta, "ms")
+
+
+def test_a_reference_shows_todays_labels_for_configurations_that_did_not_change(tmp_path, monkeypatch):
+    import fp16lab.course.runtime.results as results
+
+    res, _ = fake_run(["article", "fp16_cl", "bf16_cl"], [], {})
+    res.frame.loc[res.frame["config"] == "fp16_cl", "label"] = "FP16 AMP + channels_last (recommended)"
+    res.frame.loc[res.frame["config"] == "bf16_cl", "optimizer"] = "SGD"  # ran differently: keeps its label
+    res.frame.loc[res.frame["config"] == "bf16_cl", "label"] = "old bf16"
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    res.save(tmp_path / "bench_old.json")
+    labels = BenchResult.reference("bench_old").frame.set_index("config")["label"]
+    assert labels["fp16_cl"] == CONFIGS["fp16_cl"].label and "recommended" not in labels["fp16_cl"]
+    assert labels["bf16_cl"] == "old bf16"
+
+
+def test_a_captured_step_builds_autocast_without_its_weight_cache(monkeypatch):
+    import fp16lab.labs.benchmark.steps as steps
+
+    seen = []
+    monkeypatch.setattr(steps, "autocast", lambda p, d, cache_enabled=None: seen.append(cache_enabled))
+    steps._autocast(CONFIGS["fp16"].precision, CPU, capture=True)
+    steps._autocast(CONFIGS["fp16"].precision, CPU, capture=False)
+    assert seen == [False, None]
+
+
+def test_a_run_says_what_it_holds():
+    res, _ = fake_run(["article", COMPILED], ["article", COMPILED], {}, profile=[COMPILED],
+                      compile_modes=["reduce-overhead"], explore=["fp16_cl_graph"])
+    text = res.contents()
+    assert text.startswith(f"3 interleaved rounds of article, {COMPILED}, {COMPILE_MODES['reduce-overhead']}")
+    assert "exploration rows: 1" in text and "compile modes beside the recipe: reduce-overhead" in text
+    assert text.endswith(f"step profile: {COMPILED}")
+    single, _ = fake_run(["article", "fp16_cl"], [], {})
+    assert single.contents() == ("single runs only (no interleaved rounds); exploration rows: none; "
+                                 "compile modes beside the recipe: none; step profile: none")
+
+
+def test_a_time_box_that_torch_compile_wraps_is_still_a_timeout():
+    from fp16lab.labs.benchmark.measure import CompileTimeout, _timed_out
+
+    class InductorError(RuntimeError):
+        pass
+
+    try:
+        try:
+            raise CompileTimeout("box")
+        except CompileTimeout as inner:
+            raise InductorError("CompileTimeout: box") from inner
+    except InductorError as wrapped:
+        assert _timed_out(wrapped)
+    assert not _timed_out(RuntimeError("other"))

@@ -527,7 +527,7 @@ def test_a_failing_cell_is_reported_with_its_text_and_error(tmp_path, capsys):
     bad = tmp_path / "broken.ipynb"
     nbformat.write(nb, bad)
     t0 = time.monotonic()
-    with pytest.raises(pytest.fail.Exception) as info:
+    with pytest.raises(pytest.fail.Exception, match=".") as info:
         run_in_jupyterlab(bad, tmp_path / "run")
     msg = str(info.value)
     assert "broken.ipynb: cell 1" in msg and "assert x == 41" in msg, msg

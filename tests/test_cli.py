@@ -29,7 +29,7 @@ def test_help_lists_every_subcommand():
 
 @pytest.mark.parametrize("name", COMMANDS)
 def test_each_subcommand_has_help(name, capsys):
-    with pytest.raises(SystemExit) as exit_:
+    with pytest.raises(SystemExit, match="^0$") as exit_:  # argparse exits with the code as its message
         main([name, "--help"])
     assert exit_.value.code == 0
     text = capsys.readouterr().out
@@ -40,14 +40,14 @@ def test_each_subcommand_has_help(name, capsys):
                                           ("workshop", "write"), ("workshop", "check"), ("workshop", "verify"),
                                           ("workshop", "agenda"), ("workshop", "time-quick"), ("workshop", "lint")])
 def test_nested_commands_have_help(name, sub, capsys):
-    with pytest.raises(SystemExit) as exit_:
+    with pytest.raises(SystemExit, match="^0$") as exit_:
         main([name, sub, "--help"])
     assert exit_.value.code == 0
     assert capsys.readouterr().out.startswith(f"usage: python -m fp16lab {name} {sub}")
 
 
 def test_a_command_is_required(capsys):
-    with pytest.raises(SystemExit) as exit_:
+    with pytest.raises(SystemExit, match="^2$") as exit_:
         build_parser().parse_args([])
     assert exit_.value.code == 2 and "COMMAND" in capsys.readouterr().err
 
@@ -91,7 +91,7 @@ def test_a_notebook_argument_must_be_an_existing_notebook(argv, tmp_path, capsys
     values = {"{missing}": str(tmp_path / "nope.ipynb"), "{text}": str(tmp_path / "notes.txt"),
               "{folder}": str(tmp_path / "lessons.ipynb")}
     argv = [values.get(a, a) for a in argv]
-    with pytest.raises(SystemExit) as exc:
+    with pytest.raises(SystemExit, match="^2$") as exc:
         build_parser().parse_args(argv)
     err = capsys.readouterr().err
     assert exc.value.code == 2 and repr(argv[2]) in err and "notebooks/02_amp_training_loop.ipynb" in err, err
@@ -102,7 +102,7 @@ def test_a_notebook_argument_must_be_an_existing_notebook(argv, tmp_path, capsys
 @pytest.mark.parametrize("command", [["outputs", "run"], ["portability", "run"]])
 def test_a_time_limit_must_be_whole_positive_seconds(command, timeout, capsys):
     lesson = str(ROOT / "notebooks" / "00_setup_and_verify.ipynb")
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit, match="^2$"):
         build_parser().parse_args([*command, lesson, "--timeout", timeout])
     assert f"must be a whole number of seconds >= 1, got {timeout!r}" in capsys.readouterr().err
 
@@ -147,3 +147,14 @@ def test_replace_block_rewrites_only_between_its_markers(tmp_path):
         with pytest.raises(ValueError, match="lacks the markers"):
             paths.replace_block(guide, start, end, "x")
     assert guide.read_text() == before
+
+
+def test_help_is_plain_text_for_every_command(capsys):
+    """No Sphinx markup (``x``, :func:`y`) reaches the terminal, in any command's help."""
+    from fp16lab.__main__ import SUBCOMMANDS
+
+    for name, _ in SUBCOMMANDS:
+        with pytest.raises(SystemExit, match="^0$"):
+            main([name, "--help"])
+        out = capsys.readouterr().out
+        assert "``" not in out and ":func:" not in out and ":mod:" not in out, (name, out[:400])

@@ -269,7 +269,7 @@ def test_max_batch_size_other_errors_propagate_and_bad_arguments() -> None:
     def broken(n: int):
         raise KeyError("a bug, not an OOM")
 
-    with pytest.raises(KeyError):
+    with pytest.raises(KeyError, match="a bug, not an OOM"):
         max_batch_size(_mlp(), broken, precision="fp32")
     with pytest.raises(ValueError, match="model must be a torch.nn.Module"):
         max_batch_size("model", _fake_oom_batches(4))
@@ -416,8 +416,8 @@ def test_memory_code_path_on_the_cpu_with_fake_counters(monkeypatch) -> None:
     table = memory.memory_sweep(model, make, [2, 4, 8], ("fp32", "bf16"))
     assert list(table["oom"]) == [False, False, True] * 2
     assert table.loc[table["oom"], "error"].str.contains("OutOfMemoryError").all()
-    with pytest.raises(KeyError):
-        memory.memory_sweep(model, lambda n: {}[n], [2])  # not an OOM: propagates
+    with pytest.raises(KeyError, match="^2$"):
+        memory.memory_sweep(model, lambda n: {}[n], [2])  # not an OOM: propagates (the missing key, 2)
 
 
 # unlisted neighbours of issue 14: callbacks of the wrong shape, models that cannot train, inputs the model refuses

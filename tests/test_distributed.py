@@ -70,9 +70,6 @@ def test_nccl_needs_one_gpu_per_rank(monkeypatch):
         ({"timeout": 0}, "timeout must be a finite number"),
         ({"timeout": True}, "timeout must be a finite number"),
         ({"timeout": math.inf}, "timeout must be a finite number"),
-        ({"threads": 0}, "threads must be an int >= 1"),
-        ({"wait": "yes"}, "wait must be True or False"),
-        ({"preload": "torch"}, "preload must be a sequence of module names"),
     ],
 )
 def test_bad_worker_options_are_refused(kwargs, message):
@@ -112,7 +109,7 @@ def test_lesson_world_is_two_gloo_processes_in_quick_mode(monkeypatch):
 
 
 def test_task_source_shows_what_the_ranks_run():
-    assert "def task_ddp_vs_single" in fd.task_source(fd.ddp_vs_single)
+    assert "def task_skip_agreement" in fd.task_source(fd.skip_agreement)
     assert "no_sync" in fd.task_source(fd.accumulation)
     with pytest.raises(ValueError, match="experiment must be one of"):
         fd.task_source(whoami)
@@ -120,13 +117,6 @@ def test_task_source_shows_what_the_ranks_run():
 
 def test_model_numel_counts_the_mlp():
     assert fd.model_numel(64, 2) == 2 * (64 * 64 + 64) + 64 * 8 + 8
-
-
-def test_bench_refuses_a_missing_folder(tmp_path):
-    from fp16lab.labs.multi_gpu.cli import main
-
-    with pytest.raises(SystemExit, match="out must be an existing folder"):
-        main(["bench", "--out", str(tmp_path / "absent")])
 
 
 # ----------------------------------------------------------------------- real processes
@@ -145,70 +135,37 @@ def test_two_ranks_talk(workers):
     assert all(r["backend"] == "gloo" for r in rows)
 
 
-def test_ddp_on_two_processes_equals_one_process_on_the_combined_batch(workers):
-    frame = fd.ddp_vs_single(workers, precisions=("fp32", "fp16"), steps=4, batch=8, width=32, depth=1)
-    final = frame.groupby("precision").last()
-    assert final.loc["fp32", "rel_param_diff"] <= 1e-5
-    assert final.loc["fp16", "rel_param_diff"] <= 1e-2
-    assert math.isclose(final.loc["fp32", "ddp_loss"], final.loc["fp32", "single_loss"], rel_tol=1e-5)
-    assert frame.attrs["replica_spread"] == {"fp32": 0.0, "fp16": 0.0}
-    assert (frame["scale_rank0"] == frame["scale_rank1"]).all()
-    # ...and training did something: the weights moved away from one another's runs only by rounding
-    assert frame["ddp_loss"].iloc[-1] != frame["ddp_loss"].iloc[0]
-
-
-def test_no_sync_all_reduces_once_per_step_and_hooks_halve_the_bytes(workers):
+def test_no_sync_all_reduces_once_per_step(workers):
     acc = fd.accumulation(workers, micro_batches=3, steps=2, batch=4, width=16, depth=1)
     once, every = acc.iloc[0], acc.iloc[1]
     assert every["all_reduce_calls_per_step"] == 3 * once["all_reduce_calls_per_step"]
     assert once["bytes_per_step"] == fd.model_numel(16, 1) * 4
     assert once["clip_norm_rank0"] == once["clip_norm_rank1"]
     assert once["own_norm_rank0"] != once["own_norm_rank1"]
-    hooks = fd.compress_hooks(workers, steps=2, warmup=1, batch=4, width=16, depth=1).set_index("hook")
-    assert (hooks["bytes_per_step"] == hooks["expected_bytes_per_step"]).all()
-    assert list(hooks["wire_dtype"]) == ["float32", "float16", "bfloat16"]
 
 
 def test_experiments_refuse_bad_arguments_without_running(workers):
-    with pytest.raises(ValueError, match="unknown precision 'fp8'"):
-        fd.ddp_vs_single(workers, precisions=("fp8",))
-    with pytest.raises(ValueError, match="hooks must be one of"):
-        fd.compress_hooks(workers, hooks=("int8",))
     with pytest.raises(ValueError, match="bad_rank must be a rank of this world"):
         fd.skip_agreement(workers, bad_rank=2)
     with pytest.raises(ValueError, match="micro_batches must be an int >= 2"):
         fd.accumulation(workers, micro_batches=1)
-    with pytest.raises(ValueError, match="save_at must be between 1 and steps - 1"):
-        fd.checkpoint_resume(workers, ".", steps=4, save_at=4)
-    with pytest.raises(ValueError, match="each policy must be 'param_dtype/reduce_dtype'"):
-        fd.fsdp_policies(workers, policies=("fp16/fp32",))
     assert workers.alive
-
-
-def test_fsdp2_runs_on_gloo_and_shards_the_state(workers):
-    if fd.fsdp2_support() is not None:
-        pytest.skip(fd.fsdp2_support())
-    frame = fd.fsdp_policies(workers, policies=("fp32/fp32", "bf16/bf16"), steps=2, batch=4, width=16, depth=1)
-    held = frame.groupby("setup")["held_bytes"].max()
-    assert held["fp32/fp32"] <= 0.55 * held["ddp"]
-    errors = frame.groupby("setup")["rel_grad_error"].first()
-    assert errors["fp32/fp32"] <= 1e-5 < errors["bf16/bf16"]
 
 
 def test_a_failing_worker_ends_the_launch_with_its_rank_and_traceback():
     before = _ranks_alive()
     t0 = time.perf_counter()
     with pytest.raises(WorkerError, match=r"rank 1 failed in task 'fp16lab.labs.multi_gpu.tasks.fail_on_rank'") as info:
-        launch(fail_on_rank, rank=1, timeout=60, preload=())
+        launch(fail_on_rank, rank=1, timeout=120)
     assert info.value.rank == 1 and "rank 1 was told to fail" in info.value.details
     assert not isinstance(info.value, WorkerTimeout)
-    assert time.perf_counter() - t0 < 60  # ended by the error, not by the timeout
+    assert time.perf_counter() - t0 < 120  # ended by the error, not by the timeout
     assert _ranks_alive() <= before  # nothing started, or everything started was stopped
 
 
 def test_a_hanging_worker_ends_with_a_timeout_that_names_it():
     before = _ranks_alive()
-    with Workers(2, "gloo", timeout=60, preload=()) as w:
+    with Workers(2, "gloo", timeout=180) as w:
         t0 = time.perf_counter()
         with pytest.raises(WorkerTimeout, match=r"within the timeout of 2 s") as info:
             w.run(hang_on_rank, rank=1, seconds=600, timeout=2)
@@ -222,7 +179,7 @@ def test_a_hanging_worker_ends_with_a_timeout_that_names_it():
 
 def test_a_worker_that_dies_is_reported_by_rank():
     before = _ranks_alive()
-    with Workers(2, "gloo", timeout=60, preload=()) as w:
+    with Workers(2, "gloo", timeout=180) as w:
         w._procs[0].kill()  # as the OOM killer or a segfault would
         w._procs[0].join(10)
         with pytest.raises(WorkerError, match=r"rank 0 exited \(exit code"):
@@ -234,19 +191,11 @@ def test_a_worker_that_dies_is_reported_by_rank():
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs (NCCL)")
-def test_nccl_ddp_equals_one_process_and_hooks_halve_the_bytes():
+def test_nccl_ranks_talk_and_skip_together():
     with Workers(2, "nccl", timeout=300) as w:
         assert {r["backend"] for r in w.run(whoami)} == {"nccl"}
-        frame = fd.ddp_vs_single(w, precisions=("fp32", "fp16", "bf16"), steps=6, batch=32, width=512, depth=2)
-        final = frame.groupby("precision").last()
-        assert final.loc["fp32", "rel_param_diff"] <= 1e-5
-        assert (final.loc[["fp16", "bf16"], "rel_param_diff"] <= 1e-2).all()
-        hooks = fd.compress_hooks(w, steps=4, warmup=1, batch=32, width=512, depth=2).set_index("hook")
-        assert (hooks["bytes_per_step"] == hooks["expected_bytes_per_step"]).all()
-        assert (hooks["step_ms"] > 0).all() and (hooks["peak_memory_gib"] > 0).all()
-        if fd.fsdp2_support() is None:
-            fsdp = fd.fsdp_policies(w, steps=3, batch=32, width=512, depth=2)
-            assert fsdp.groupby("setup")["rel_grad_error"].first()["fp32/fp32"] <= 1e-5
+        skips = fd.skip_agreement(w, bad_rank=1)
+        assert skips["skipped"].all() and not skips["params_changed"].any()
 
 
 # --------------------------------------------------------------- bad-input audit (issue 14), nothing started
@@ -258,8 +207,6 @@ def test_nccl_ddp_equals_one_process_and_hooks_halve_the_bytes():
 def test_a_world_built_by_hand_is_checked_too(backend, world_size, message):
     with pytest.raises(ValueError, match=message):
         fd.World(backend, world_size)
-    with pytest.raises(ValueError, match=message):
-        fd.world_metadata(fd.World(backend, world_size))
 
 
 def _two_args(ctx, *, size):
@@ -282,14 +229,6 @@ def test_a_task_that_cannot_take_its_arguments_is_refused_before_spawning(task, 
     assert _ranks_alive() <= before
 
 
-@pytest.mark.parametrize("preload", [["no_such_module_xyz"], ["fp16lab.no_such_module"], [""], [3]])
-def test_preload_modules_are_checked_before_spawning(preload):
-    before = _ranks_alive()
-    with pytest.raises(ValueError, match="preload"):
-        Workers(2, "gloo", preload=preload)
-    assert _ranks_alive() <= before
-
-
 @pytest.mark.parametrize("rank", [2, -1, "1", True])
 def test_demo_tasks_refuse_a_rank_outside_the_world(rank):
     ctx = fd.RankContext(0, 2, "gloo", torch.device("cpu"))  # every rank refuses alike: no barrier is reached
@@ -306,28 +245,3 @@ def test_demo_tasks_refuse_a_rank_outside_the_world(rank):
 def test_model_numel_refuses_bad_sizes(width, depth, message):
     with pytest.raises(ValueError, match=message):
         fd.model_numel(width, depth)
-
-
-@pytest.mark.parametrize("out", [None, 3, ["results"]])
-def test_bench_refuses_an_out_that_is_not_a_path(out):
-    from fp16lab.labs.multi_gpu.cli import bench
-
-    with pytest.raises(ValueError, match="out must be an existing folder"):
-        bench(out)
-
-
-def test_bench_checks_the_timeout_before_printing_the_world(tmp_path, capsys):
-    from fp16lab.labs.multi_gpu.cli import bench
-
-    with pytest.raises(ValueError, match="timeout must be a finite number"):
-        bench(tmp_path, world_size=2, backend="gloo", timeout=0)
-    assert capsys.readouterr().out == ""
-
-
-def test_measure_or_reference_checks_extra_and_the_measured_table(monkeypatch):
-    world = check_world(2, "gloo")
-    with pytest.raises(ValueError, match="extra must be a dict"):
-        fd.measure_or_reference(world, "multi_gpu_hooks", lambda: None, extra="x")
-    monkeypatch.setattr(fd.World, "multi_gpu", property(lambda self: True))
-    with pytest.raises(ValueError, match="measure must return a pandas DataFrame"):
-        fd.measure_or_reference(world, "multi_gpu_hooks", lambda: None)

@@ -75,7 +75,7 @@ def test_amax_scale_maps_amax_to_the_format_max():
 @pytest.mark.parametrize("bad", [dict(amax=-1.0), dict(amax=float("nan")), dict(amax=True), dict(amax="2"),
                                  dict(amax=1.0, fmt="fp16"), dict(amax=1.0, power_of_2=1)])
 def test_amax_scale_refuses_bad_arguments(bad):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=list(bad)[-1]):  # the argument that is wrong is named
         amax_scale(**bad)
 
 
@@ -131,9 +131,9 @@ def test_scaling_table_rows_and_spread():
     table = scaling_table({"a": x, "b": torch.randn(3, 8)}, fmts=("fp8_e4m3", "fp8_e5m2"))
     assert len(table) == 2 * 2 * 2 and set(table.granularity) == {"tensor", "row"}
     assert table[table.tensor == "a"].row_amax_spread.iloc[0] == pytest.approx(10.0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="tensors must be a non-empty mapping"):
         scaling_table({})
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="granularities must be one of 'tensor', 'row'; got 'block'"):
         scaling_table({"a": x}, granularities=("block",))
 
 
@@ -152,7 +152,7 @@ def test_filter_keeps_head_odd_and_small_layers_in_high_precision():
 @pytest.mark.parametrize("bad", [dict(skip="lm_head"), dict(skip=(1,)), dict(multiple=0), dict(min_features=True),
                                  dict(min_features=-1)])
 def test_filter_refuses_bad_settings(bad):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=next(iter(bad))):
         Fp8Filter(**bad)
 
 
@@ -245,7 +245,7 @@ def test_scaled_matmul_rowwise_wins_with_an_outlier_row():
                                  dict(scaling="blockwise"), dict(use_fast_accum=1), dict(out_dtype=torch.int8)])
 def test_scaled_matmul_refuses_bad_arguments(bad):
     kwargs = {"a": torch.ones(4, 4), "b": torch.ones(4, 4), **bad}
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=next(iter(bad))):
         scaled_matmul(**kwargs)
 
 
@@ -338,7 +338,7 @@ def test_numerics_run_live_on_the_cpu_without_saving(reference_dir, monkeypatch)
     got = fp8_measure("fp8_cpu", lambda: pd.DataFrame({"y": [2]}), device="cpu", needs_torchao=False, gpu_only=False)
     assert got.live and got.frame.y.tolist() == [2] and got.meta["device_type"] == "cpu"
     assert not (reference_dir / "fp8_cpu.json").exists() and not (reference_dir / "local" / "fp8_cpu.json").exists()
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="gpu_only"):
         fp8_measure("fp8_cpu", _never, device="cpu", gpu_only=1)
 
 

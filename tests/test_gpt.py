@@ -17,6 +17,7 @@ from fp16lab.gpt import (
     GPT,
     PRESETS,
     GPTConfig,
+    attention_flops,
     flops_per_token,
     kv_cache_bytes,
     lm_loss,
@@ -186,6 +187,25 @@ def test_flops_per_token_matches_pytorchs_flop_counter(training: bool) -> None:
     n = matmul_params(cfg)
     assert flops_per_token(cfg) == 6 * n + 12 * 2 * 16 * 32  # 6·N + 12·L·T·d
     assert flops_per_token(cfg, seq_len=8) < flops_per_token(cfg)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_causal_flops_count_only_the_pairs_the_mask_keeps(training: bool) -> None:
+    cfg = GPTConfig(vocab_size=64, d_model=32, n_layers=3, n_heads=2, seq_len=10)
+    T, d, L = cfg.seq_len, cfg.d_model, cfg.n_layers
+    pairs = int(torch.ones(T, T).tril().sum())  # query i sees keys 0..i: counted by hand from the mask
+    per_pair = 2 * 2 * d * (3 if training else 1)  # QK^T and PV, 2 FLOPs per multiply-add, backward twice
+    by_hand = (3 if training else 1) * 2 * matmul_params(cfg) + L * pairs * per_pair / T
+    assert flops_per_token(cfg, training=training, causal=True) == by_hand
+    full = flops_per_token(cfg, training=training)
+    assert flops_per_token(cfg, training=training, causal=False) == full
+    assert full - flops_per_token(cfg, training=training, causal=True) == L * (T * T - pairs) * per_pair / T
+    assert attention_flops(2, 3, T, 8) == 2 * 3 * pairs * 4 * 8 * 3
+    assert attention_flops(2, 3, T, 8, causal=False, training=False) == 2 * 3 * T * T * 4 * 8
+    with pytest.raises(ValueError, match="causal must be True or False"):
+        flops_per_token(cfg, causal="yes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="head_dim must be an int >= 1, got 0"):
+        attention_flops(1, 1, 4, 0)
 
 
 def test_presets_and_helpers() -> None:

@@ -16,6 +16,7 @@ from fp16lab.labs.transformers.lm import (
     lm_batches,
     lm_throughput,
     saved_activation_bytes,
+    sdpa_default_kernel,
     sdpa_kernel_ran,
     state_bytes,
     train_lm,
@@ -165,6 +166,49 @@ def test_sdpa_kernel_ran_on_cuda_fp32_never_flash() -> None:
         h = q.half()
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
             assert sdpa_kernel_ran(lambda: F.scaled_dot_product_attention(h, h, h, is_causal=True)) == "flash"
+
+
+@pytest.mark.parametrize(("capability", "dtype", "cudnn", "kernel"), [
+    ((9, 0), torch.bfloat16, 92400, "cuDNN"),          # H100/H200: cuDNN attention first
+    ((10, 0), torch.float16, 92400, "cuDNN"),          # B200
+    ((9, 0), torch.float16, 91500, "flash"),           # cuDNN too old to be preferred
+    ((9, 0), torch.float16, None, "flash"),            # no cuDNN
+    ((8, 9), torch.float16, 92400, "flash"),           # RTX 4090D: flash
+    ((8, 0), torch.bfloat16, 92400, "flash"),          # A100
+    ((12, 0), torch.bfloat16, 92400, "flash"),         # RTX 50xx
+    ((8, 9), torch.float32, 92400, "memory-efficient"),  # FP32: no flash, no cuDNN
+    ((9, 0), torch.float32, 92400, "memory-efficient"),
+    ((7, 5), torch.float16, 92400, "memory-efficient"),  # T4: no flash before sm_80
+    ((7, 5), torch.bfloat16, 92400, "math"),           # T4: no BF16 kernel at all
+    (None, torch.float16, 92400, "flash (CPU)"),
+])
+def test_sdpa_default_kernel_by_chip(capability, dtype, cudnn, kernel, monkeypatch) -> None:
+    monkeypatch.delenv("TORCH_CUDNN_SDPA_DEPRIORITIZED", raising=False)
+    assert sdpa_default_kernel(capability, dtype, cudnn_version=cudnn) == kernel
+
+
+def test_sdpa_default_kernel_honours_the_deprioritize_switch(monkeypatch) -> None:
+    monkeypatch.setenv("TORCH_CUDNN_SDPA_DEPRIORITIZED", "1")
+    assert sdpa_default_kernel((9, 0), torch.float16, cudnn_version=92400) == "flash"
+
+
+def test_sdpa_default_kernel_is_what_torch_runs_here() -> None:
+    cap = torch.cuda.get_device_capability() if torch.cuda.is_available() else None
+    dev = "cuda" if cap else "cpu"
+    for dtype in (torch.float32, torch.float16) + ((torch.bfloat16,) if cap is None or cap >= (8, 0) else ()):
+        q = torch.randn(1, 2, 128, 64, device=dev, dtype=dtype, requires_grad=True)
+        ran = sdpa_kernel_ran(lambda q=q: F.scaled_dot_product_attention(q, q, q, is_causal=True))
+        assert ran == sdpa_default_kernel(cap, dtype), dtype
+
+
+@pytest.mark.parametrize(("args", "match"), [
+    (((8,), torch.float16), r"capability must be None \(the CPU\) or a \(major, minor\) tuple"),
+    (("sm_89", torch.float16), "capability must be None"),
+    (((8, 9), torch.float64), "dtype must be torch.float16, torch.bfloat16 or torch.float32, got torch.float64"),
+])
+def test_sdpa_default_kernel_refuses_bad_arguments(args, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        sdpa_default_kernel(*args)
 
 
 # ------------------------------------------------------------------------------ training

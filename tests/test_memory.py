@@ -115,7 +115,7 @@ def test_memory_cap_caps_and_restores() -> None:
     before = torch.cuda.get_per_process_memory_fraction(0)
     with memory_cap(1.0) as cap:
         assert cap == pytest.approx(1.0, rel=1e-3)
-        with pytest.raises(torch.cuda.OutOfMemoryError):
+        with pytest.raises(torch.cuda.OutOfMemoryError, match="CUDA out of memory"):
             torch.empty(2 * 2**30, dtype=torch.uint8, device="cuda")
     assert torch.cuda.get_per_process_memory_fraction(0) == pytest.approx(before)
 
@@ -188,7 +188,7 @@ def test_allocator_experiment_child_says_why_it_cannot_run() -> None:
 
 
 def test_cli_refuses_bad_everies() -> None:
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit, match="^2$"):  # argparse's usage error
         M.main(["workload", "--empty-cache-every", "x"])
 
 

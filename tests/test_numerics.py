@@ -180,7 +180,7 @@ def test_parse_format_accepts(given: object, expected: str) -> None:
 @pytest.mark.parametrize("bad", [torch.float64, torch.int8, "fp8", "half", "float16", "bfloat16", "float32",
                                  "tf32", "float8_e4m3fn", "", 16, None, True])
 def test_parse_format_rejects_with_allowed_list(bad: object) -> None:
-    with pytest.raises(ValueError) as err:
+    with pytest.raises(ValueError, match="allowed") as err:
         parse_format(bad)  # type: ignore[arg-type]
     msg = str(err.value)
     assert repr(bad) in msg and msg.startswith("fmt")
@@ -205,7 +205,7 @@ def test_format_names_are_the_precision_names_where_both_exist() -> None:
     for name in ("fp32", "fp16", "bf16"):
         assert parse_format(name) == parse_precision(name).value
     for bad in ("float16", torch.float16):  # a dtype is a format, never a precision
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="a precision name, not a dtype"):
             parse_precision(bad)  # type: ignore[arg-type]
     assert parse_format(torch.float16) == "fp16"
 
@@ -486,27 +486,6 @@ def test_cast_stats_bad_tensors(tensors: object, match: str) -> None:
 def test_cast_stats_bad_scale(scale: object) -> None:
     with pytest.raises(ValueError, match="scale"):
         cast_stats([torch.ones(2)], "fp16", scale=scale)  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize("name", FORMATS)
-@pytest.mark.parametrize("scale", [1.0, 3.0, 2.0**-20, 2.0**30])
-def test_cast_stats_thresholds_agree_with_rounding_every_value(name: str, scale: float) -> None:
-    """cast_stats classifies by thresholds; rounding each value one by one must agree, ties included."""
-    from fp16lab.numerics.formats import _round
-
-    info = format_info(name)
-    rng = np.random.default_rng(31)
-    x = torch.from_numpy(rng.choice([-1.0, 1.0], 6000) * np.exp2(rng.uniform(-160.0, 130.0, 6000)))
-    edges = [info.smallest_subnormal / 2, info.smallest_normal - info.smallest_subnormal / 2,
-             info.max + math.ldexp(1.0, info.max_exponent - info.mantissa_bits - 1)]
-    ties = torch.tensor([e * f for e in edges for f in (1.0, 1 - 2**-40, 1 + 2**-40)], dtype=torch.float64) / scale
-    x = torch.cat([x, ties, -ties, torch.zeros(3)])
-    s = cast_stats(x, name, scale=scale)
-    y, over = _round(x * scale, info)
-    assert s.overflow == int(over.sum())
-    assert s.underflow == int(((y == 0) & (x != 0)).sum())
-    assert s.subnormal == int(((y != 0) & (y.abs() < info.smallest_normal) & ~over).sum())
-    assert s.zero == 3 and s.total == x.numel()
 
 
 def test_helpers_take_tensors_of_every_floating_dtype_including_fp8() -> None:

@@ -24,7 +24,7 @@ def test_parse_accepts(value):
 
 @pytest.mark.parametrize("value", ["fp8", "half", "float16", 16, None, ""])
 def test_parse_rejects_with_allowed_list(value):
-    with pytest.raises(ValueError) as e:
+    with pytest.raises(ValueError, match="'fp32', 'tf32', 'fp16', 'bf16'") as e:
         parse_precision(value)
     assert repr(value) in str(e.value) and "'fp32', 'tf32', 'fp16', 'bf16'" in str(e.value)
 
@@ -58,7 +58,7 @@ def test_precision_context_sets_and_restores_tf32():
 
 def test_tf32_flags_restore_on_error():
     before = _raw()
-    with pytest.raises(RuntimeError), tf32_flags(True, cudnn=False):
+    with pytest.raises(RuntimeError, match="^boom$"), tf32_flags(True, cudnn=False):
         assert tf32_state() == {"matmul": "tf32", "cudnn_conv": "ieee"}
         raise RuntimeError("boom")
     assert _raw() == before

@@ -161,7 +161,7 @@ def test_results_wrong_types_name_the_argument_and_write_nothing(tmp_path):
     (tmp_path / "rows.json").write_text(json.dumps({"metadata": [], "rows": {}}))
     with pytest.raises(ValueError, match="not an fp16lab results file"):
         load_results(tmp_path / "rows.json")
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileNotFoundError, match="is a folder, not a results file"):
         load_results(tmp_path)  # a folder is not a results file
     import numpy as np
 

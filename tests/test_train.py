@@ -211,7 +211,7 @@ def test_resume_equals_uninterrupted(tmp_path: Path, precision: str) -> None:
         loss = F.cross_entropy(out, y)
         return loss * math.inf if precision == "fp16" and n["n"] in bad else loss
 
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt, match="simulated crash at step 10"):
         fit(m2, l2, o2, precision=precision, steps=steps, loss_fn=crashing, callbacks=[Schedule(s2), Checkpoint(ckpt, every=4)])
     assert ckpt.exists() and not list(tmp_path.glob("*.tmp"))
 
@@ -259,12 +259,12 @@ def test_checkpoint_roundtrip_and_atomic(tmp_path: Path, monkeypatch: pytest.Mon
 
     with pytest.raises(ValueError, match="scaler mismatch"):
         load_checkpoint(path, mlp(), scaler=make_scaler("fp32", "cpu"))
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileNotFoundError, match="missing.pt"):
         load_checkpoint(tmp_path / "missing.pt", mlp())
 
 
 def test_guard_non_finite_loss_fp32() -> None:
-    with pytest.raises(TrainingDiverged) as info:
+    with pytest.raises(TrainingDiverged, match=r"step \d+") as info:
         m = mlp()
         fit(m, loader(64, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", loss_fn=_inf_on({3}), callbacks=[])
     err = info.value
@@ -276,7 +276,7 @@ def test_guard_non_finite_loss_fp32() -> None:
 
 def test_guard_scale_collapse_fp16() -> None:
     scaler = torch.amp.GradScaler("cpu", init_scale=8.0)
-    with pytest.raises(TrainingDiverged) as info:
+    with pytest.raises(TrainingDiverged, match=r"step \d+") as info:
         m = mlp()
         fit(m, loader(64, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp16", scaler=scaler, loss_fn=_inf_on(set(range(1, 100))), callbacks=[])
     err = info.value
@@ -419,7 +419,7 @@ def test_cuda_resume_restores_rng_from_a_gpu_loaded_checkpoint(tmp_path: Path) -
             raise KeyboardInterrupt("simulated crash at step 6")
         return F.cross_entropy(out, y)
 
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt, match="simulated crash at step 6"):
         fit(m2, l2, o2, precision="fp16", steps=8, loss_fn=crashing, callbacks=[Checkpoint(ckpt, every=4)])
     m3, o3, l3 = setup()
     resumed = fit(m3, l3, o3, precision="fp16", steps=8, callbacks=[Checkpoint(ckpt, resume=True)])
@@ -863,7 +863,7 @@ def _nan_loader(precision_target: bool = False) -> DataLoader:
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 def test_nan_in_the_data_says_check_your_data(precision: str) -> None:
     m = mlp()
-    with pytest.raises(TrainingDiverged) as info:
+    with pytest.raises(TrainingDiverged, match=r"step \d+") as info:
         fit(m, _nan_loader(), torch.optim.SGD(m.parameters(), lr=0.1), precision=precision, callbacks=[])
     err = info.value
     assert err.reason == "data" and err.step == 3  # at once, also in fp16 (no run of skipped steps first)
@@ -880,7 +880,7 @@ def test_nan_in_regression_targets() -> None:
 def test_nan_loss_with_min_scale_none_stops() -> None:
     m = mlp()
     nan_loss = lambda out, y: F.cross_entropy(out, y) * math.nan  # noqa: E731
-    with pytest.raises(TrainingDiverged) as info:
+    with pytest.raises(TrainingDiverged, match=r"step \d+") as info:
         fit(m, loader(64, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp16", loss_fn=nan_loss, callbacks=[DivergenceGuard(min_scale=None)])
     err = info.value
     assert err.reason == "loss" and err.step == 3 and "forward pass overflows" in str(err)
@@ -902,11 +902,11 @@ class _InfGrad(torch.autograd.Function):
 
 def test_non_finite_gradient_in_fp32_stops_and_scale_rule_is_called_a_heuristic() -> None:
     m = mlp()
-    with pytest.raises(TrainingDiverged) as info:
+    with pytest.raises(TrainingDiverged, match=r"step \d+") as info:
         fit(m, loader(64, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp32", loss_fn=lambda o, y: _InfGrad.apply(F.cross_entropy(o, y)), callbacks=[])
     assert info.value.reason == "grad_norm" and info.value.step == 1
     m = mlp()  # fp16: finite losses, overflowing gradients on every step -> the scale heuristic
-    with pytest.raises(TrainingDiverged) as info:
+    with pytest.raises(TrainingDiverged, match=r"step \d+") as info:
         fit(m, loader(64, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp16", scaler=torch.amp.GradScaler("cpu", init_scale=4.0), loss_fn=lambda o, y: _InfGrad.apply(F.cross_entropy(o, y)), callbacks=[])
     err = info.value
     assert err.reason == "scale" and err.step == 3 and "heuristic" in str(err) and "min_scale=None" in str(err)
@@ -993,10 +993,10 @@ def test_resume_is_exact_with_left_over_micro_batches_and_evaluations(tmp_path: 
     def crashing(out, y):
         calls["n"] += 1
         if calls["n"] == 15:  # in step 7: steps 1-6 used 10 micro-batches, their 2 evaluations 4 calls
-            raise KeyboardInterrupt
+            raise KeyboardInterrupt("simulated crash in step 7")
         return F.cross_entropy(out, y)
 
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt, match="simulated crash in step 7"):
         fit(m2, l2, o2, loss_fn=crashing, callbacks=[ev, Checkpoint(tmp_path / "r.pt", every=3)], **kw)
     assert torch.load(tmp_path / "r.pt", weights_only=True)["step"] == 6
     m3, o3, l3 = setup()

@@ -103,6 +103,18 @@ def test_reset_keeps_the_old_copy_and_refuses_unknown_names_first(repo):
     assert fresh2 == work / "student" / "00_first.ipynb"
 
 
+def test_reset_backs_up_only_a_changed_copy(repo):
+    workspace.prepare(repo)
+    work = repo / "notebooks" / "work"
+    ((fresh, old),) = workspace.reset(["00"], repo)  # untouched: replaced, no backup
+    assert old is None and not (work / "old").exists() and fresh.exists()
+    mine = nbformat.read(work / "01_second.ipynb", as_version=4)
+    mine.cells.append(nbformat.v4.new_markdown_cell("my notes"))  # any change of the learner's counts
+    nbformat.write(mine, work / "01_second.ipynb")
+    ((_, old),) = workspace.reset(["01"], repo)
+    assert old is not None and old.exists() and old.parent == work / "old"
+
+
 def test_prepare_needs_lessons(tmp_path):
     (tmp_path / "notebooks").mkdir()
     with pytest.raises(FileNotFoundError, match="no lessons found"):
@@ -191,12 +203,12 @@ def test_reference_is_read_only_on_the_server(repo):
         listing = await cm.get("", content=True)
         flags = {c["name"]: c["writable"] for c in listing["content"]}
         assert flags["00_first.ipynb"] is False and flags["work"] is True
-        with pytest.raises(web.HTTPError) as refused:
+        with pytest.raises(web.HTTPError, match="HTTP 403") as refused:
             await cm.save(ref, "00_first.ipynb")
         assert refused.value.status_code == 403 and "work/00_first.ipynb" in refused.value.log_message
         for call in (cm.rename_file("00_first.ipynb", "work/x.ipynb"), cm.delete_file("00_first.ipynb"),
                      cm.save({"type": "file", "format": "text", "content": "x"}, "new.txt")):
-            with pytest.raises(web.HTTPError):
+            with pytest.raises(web.HTTPError, match="HTTP 403"):
                 await call
         content = mine["content"]
         content["cells"][1]["outputs"].append({
@@ -207,6 +219,19 @@ def test_reference_is_read_only_on_the_server(repo):
         saved = await cm.get("work/00_first.ipynb")
         assert "closed-bar" not in json.dumps(saved["content"]), "a bar without saved state must not be kept"
         await cm.save({"type": "file", "format": "text", "content": "notes"}, "work/notes.txt")
+        # a new file outside work/ is not "part of the reference": the message says so, and where to save
+        with pytest.raises(web.HTTPError, match="403") as refused:
+            await cm.save({"type": "file", "format": "text", "content": "x"}, "new.txt")
+        assert "only work/ is yours" in refused.value.log_message and "reference" not in refused.value.log_message
+        # a reference file without a copy of yours points at Save As, not at a copy that does not exist
+        (root / "work" / "00_first.ipynb").unlink()
+        with pytest.raises(web.HTTPError, match="403") as refused:
+            await cm.save(ref, "00_first.ipynb")
+        assert "File > Save As into work/" in refused.value.log_message
+        assert "your copy, work/00_first" not in refused.value.log_message
+        # File > New in the lab's root makes the file in work/
+        made = await cm.new_untitled(path="", type="notebook")
+        assert made["path"].startswith("work/") and (root / made["path"]).exists()
 
     asyncio.run(scenario())
     assert (root / "00_first.ipynb").read_bytes() == ref_bytes

@@ -15,6 +15,8 @@ the tools around the lessons, each reachable from ``python -m fp16lab <command>`
 - ``lab``: start JupyterLab for a learner on that workspace (``lab``); ``labserver`` is the
   server-side part that keeps the reference lessons read-only
 - ``prose``: checks on lesson markdown (measured-looking numbers, "next lesson" links)
+- ``card``: the "On your card" box of lesson 00 (what of the series' chip-dependent advice
+  applies to this machine, from ``fp16lab.hardware`` facts)
 - ``readme``: README tables generated from committed results (targets of the newer lessons)
 - ``portability``: every lesson under each hardware profile on a GPU, recorded in
   ``results/portability.json`` (``portability``)
@@ -24,6 +26,7 @@ Nothing here imports torch at import time.
 
 __all__ = [
     "agenda",
+    "card",
     "command",
     "env",
     "lab",

@@ -41,14 +41,26 @@ class ReferenceContentsManager(AsyncLargeFileManager):
         p = path.strip("/")
         return not any(p == d.strip("/") or p.startswith(d.strip("/") + "/") for d in self.writable_dirs)
 
-    def _refuse(self, path: str, what: str) -> web.HTTPError:
-        name = path.strip("/").split("/")[-1]
-        return web.HTTPError(
-            403,
-            f"{path.strip('/')} is part of the course's reference and is read-only in this lab, so it "
-            f"cannot be {what}. Work in your copy, {self.writable_dirs[0]}/{name} (or use File > Save As "
-            f"into {self.writable_dirs[0]}/).",
-        )
+    async def _refusal(self, path: str, what: str) -> web.HTTPError:
+        """A 403 whose message is true: a reference file names your copy if you have one; a new file, work/."""
+        work, name = self.writable_dirs[0], path.strip("/").split("/")[-1]
+        if not await self._exists(path):
+            return web.HTTPError(403, f"only {work}/ is yours to write in this lab: {path.strip('/')} cannot be {what} "
+                                      f"here. Save it into {work}/ (File > Save As: {work}/{name}).")
+        copy = f"{work}/{name}" if await self._exists(f"{work}/{name}") else None
+        where = f"Work in your copy, {copy}" if copy else f"Use File > Save As into {work}/"
+        return web.HTTPError(403, f"{path.strip('/')} is part of the course's reference and is read-only in this "
+                                  f"lab, so it cannot be {what}. {where} (your copies live in {work}/).")
+
+    async def _exists(self, path: str) -> bool:
+        found = self.file_exists(path) or self.dir_exists(path)
+        return bool(await found) if hasattr(found, "__await__") else bool(found)
+
+    async def new_untitled(self, path: str = "", type: str = "", ext: str = "") -> Any:
+        """New files go into the learner's folder: File > New in a reference folder creates it in work/."""
+        if self.is_reference(path.rstrip("/") + "/Untitled"):
+            path = self.writable_dirs[0]
+        return await super().new_untitled(path=path, type=type, ext=ext)
 
     def is_writable(self, path: str) -> bool:
         return False if self.is_reference(path) else bool(super().is_writable(path))
@@ -57,7 +69,7 @@ class ReferenceContentsManager(AsyncLargeFileManager):
         """Refuse the reference; in the learner's notebooks, drop progress bars whose widget state
         is not saved with them (they would read "model not found" once reopened)."""
         if self.is_reference(path):
-            raise self._refuse(path, "saved")
+            raise await self._refusal(path, "saved")
         if model.get("type") == "notebook" and isinstance(model.get("content"), dict):
             dropped = drop_orphan_widgets(model["content"])
             if dropped:
@@ -67,15 +79,15 @@ class ReferenceContentsManager(AsyncLargeFileManager):
     async def rename_file(self, old_path: str, new_path: str) -> Any:
         for p in (old_path, new_path):
             if self.is_reference(p):
-                raise self._refuse(p, "renamed")
+                raise await self._refusal(p, "renamed")
         return await super().rename_file(old_path, new_path)
 
     async def delete_file(self, path: str) -> Any:
         if self.is_reference(path):
-            raise self._refuse(path, "deleted")
+            raise await self._refusal(path, "deleted")
         return await super().delete_file(path)
 
     async def restore_checkpoint(self, checkpoint_id: str, path: str) -> Any:
         if self.is_reference(path):
-            raise self._refuse(path, "restored from a checkpoint")
+            raise await self._refusal(path, "restored from a checkpoint")
         return await super().restore_checkpoint(checkpoint_id, path)

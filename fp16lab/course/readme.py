@@ -9,7 +9,8 @@ from typing import Any
 
 from fp16lab.course import paths
 
-__all__ = ["TARGET_FILES", "targets_table", "RESULTS_PAGE", "BLOCKS", "write_results_page"]
+__all__ = ["TARGET_FILES", "targets_table", "RESULTS_PAGE", "BLOCKS", "write_results_page", "REUSE_PAGE",
+           "reuse_page", "write_pages"]
 
 # The reference-run targets of the newer lessons: (lesson, results file stem).
 TARGET_FILES: tuple[tuple[str, str], ...] = (
@@ -63,4 +64,31 @@ def write_results_page() -> bool:
     changed = False
     for start, end, kind in BLOCKS:
         changed |= paths.replace_block(page, start, end, _block(kind))
+    return changed
+
+
+REUSE_PAGE = "notebooks/REUSE.md"  # the README's reuse guide, where the lab (rooted at notebooks/) can open it
+
+
+def reuse_page() -> str:
+    """The README's reuse guide as a page of its own, its links made to work from ``notebooks/``."""
+    text = (paths.repo_root() / "README.md").read_text(encoding="utf-8")
+    start, end = "<!-- reuse-guide:start -->", "<!-- reuse-guide:end -->"
+    if start not in text or end not in text:
+        raise ValueError(f"README.md lacks the markers {start!r} ... {end!r} around the reuse guide")
+    body = text.split(start, 1)[1].split(end, 1)[0].strip("\n")
+    body = body.replace("](notebooks/", "](").replace("](results/", "](../results/")
+    return ("<!-- generated from the README's reuse guide by `python -m fp16lab workshop pages`: edit the README -->\n"
+            + body.replace("## Use fp16lab in your own notebook", "# Use fp16lab in your own notebook", 1)
+            + "\n\nBack to the [start page](README.md).\n")
+
+
+def write_pages() -> list[str]:
+    """Rebuild the generated pages (the results page's tables, the reuse guide's copy); the ones that changed."""
+    changed = [RESULTS_PAGE] if write_results_page() else []
+    reuse = paths.repo_root() / REUSE_PAGE
+    new = reuse_page()
+    if not reuse.exists() or reuse.read_text(encoding="utf-8") != new:
+        reuse.write_text(new, encoding="utf-8")
+        changed.append(REUSE_PAGE)
     return changed

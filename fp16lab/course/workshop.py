@@ -104,10 +104,11 @@ def _lint(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
-def _results(args: argparse.Namespace) -> int:
-    from fp16lab.course.readme import RESULTS_PAGE, write_results_page
+def _pages(args: argparse.Namespace) -> int:
+    from fp16lab.course.readme import write_pages
 
-    print(f"{'updated' if write_results_page() else 'already current:'} {RESULTS_PAGE}")
+    changed = write_pages()
+    print(f"updated {', '.join(changed)}" if changed else "the generated pages are current")
     return 0
 
 
@@ -129,8 +130,9 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="run student copies in a kernel: checks reject None, accept the solution")
     v.add_argument("notebooks", nargs="*", type=_paths.notebook_file, help="lessons (default: every notebooks/NN_*.ipynb)")
     v.set_defaults(func=_verify)
-    r = sub.add_parser("results", help="rebuild the tables of results/README.md from the committed results files")
-    r.set_defaults(func=_results)
+    r = sub.add_parser("pages", help="rebuild the generated pages: results/README.md's tables from the results "
+                                     "files, notebooks/REUSE.md from the README's reuse guide")
+    r.set_defaults(func=_pages)
     lint = sub.add_parser("lint", help="flag measured-looking numbers in lesson markdown and missing next-lesson links")
     lint.add_argument("notebooks", nargs="*", type=_paths.notebook_file, help="lessons (default: every notebooks/NN_*.ipynb)")
     lint.set_defaults(func=_lint)

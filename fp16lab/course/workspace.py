@@ -162,11 +162,30 @@ def _resolve(name: str, pairs: list[tuple[Path, Path]], work: Path) -> tuple[Pat
                      f"Allowed: {allowed}")
 
 
+def _untouched(copy_path: Path, lesson: Path, root: Path) -> bool:
+    """True when the copy is exactly what a fresh copy of the lesson would be (the learner changed nothing)."""
+    import nbformat
+
+    rel = lesson.relative_to(root).as_posix() if lesson.is_relative_to(root) else str(lesson)
+    try:
+        mine = nbformat.read(copy_path, as_version=4)
+    except Exception:  # noqa: BLE001 (a learner's file may be anything: then it is theirs, keep it)
+        return False
+    fresh = work_copy(nbformat.read(lesson, as_version=4), source=rel)
+    strip = ("execution", "ExecuteTime", "collapsed", "scrolled", "trusted")
+    for nb in (mine, fresh):
+        for c in nb.cells:
+            for k in strip:
+                c.metadata.pop(k, None)
+    return nbformat.writes(mine) == nbformat.writes(fresh)
+
+
 def reset(names: Sequence[str], root: "str | Path | None" = None) -> list[tuple[Path, Path | None]]:
-    """Start lessons over: each copy moves to work/old/ (time-stamped) and a fresh copy is made.
+    """Start lessons over: a copy you changed moves to work/old/ (time-stamped), then a fresh copy is made.
 
     ``names``: lesson numbers or names, ``student/NN`` for a student copy. All names are checked
-    before anything moves. Returns (fresh copy, where the old one went or None).
+    before anything moves. An untouched copy is replaced without a backup. Returns (fresh copy,
+    where the old one went or None).
     """
     base = Path(root) if root is not None else _paths.repo_root()
     work = _paths.work_dir(base)
@@ -176,6 +195,8 @@ def reset(names: Sequence[str], root: "str | Path | None" = None) -> list[tuple[
     done: list[tuple[Path, Path | None]] = []
     for lesson, dest in chosen:
         moved = None
+        if dest.exists() and _untouched(dest, lesson, base):
+            dest.unlink()  # nothing of the learner's in it: no backup to keep
         if dest.exists():
             moved = work / "old" / f"{_rel(dest, work).replace('/', '-').removesuffix('.ipynb')}-{when}.ipynb"
             moved.parent.mkdir(parents=True, exist_ok=True)

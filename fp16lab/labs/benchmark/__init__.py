@@ -14,10 +14,11 @@ The recommended recipe (:data:`RECOMMENDED`) is FP16 autocast + GradScaler + cha
 """
 
 from fp16lab.labs.benchmark.analysis import FLOP_METHOD, TARGETS, Target, add_mfu, model_flops, targets_table
-from fp16lab.labs.benchmark.cli import REFERENCE, add_bench_parser, main
+from fp16lab.labs.benchmark.cli import REFERENCE, add_bench_parser
 from fp16lab.labs.benchmark.configs import (
     ARTICLE_CLAIM,
     COMPARISON,
+    COMPILE_MODES,
     COMPILED,
     CONFIGS,
     EXPLORE,
@@ -34,9 +35,13 @@ from fp16lab.labs.benchmark.configs import (
     unsupported_reason,
 )
 from fp16lab.labs.benchmark.measure import Session, bench_one
+from fp16lab.labs.benchmark.profile import IDLE
 from fp16lab.labs.benchmark.report import (
     BenchResult,
+    busy_fraction,
     comparison_table,
+    compile_modes_table,
+    kernel_ms,
     plot_results,
     profile_table,
     readme_section,
@@ -51,10 +56,12 @@ __all__ = [
     "BenchResult",
     "BenchSettings",
     "COMPARISON",
+    "COMPILE_MODES",
     "COMPILED",
     "CONFIGS",
     "EXPLORE",
     "FLOP_METHOD",
+    "IDLE",
     "RECOMMENDED",
     "REFERENCE",
     "REPEATED",
@@ -68,11 +75,13 @@ __all__ = [
     "article_loop",
     "article_scaler",
     "bench_one",
+    "busy_fraction",
     "capture_step",
     "comparison_table",
+    "compile_modes_table",
     "default_configs",
     "default_settings",
-    "main",
+    "kernel_ms",
     "model_flops",
     "parse_configs",
     "parse_model",

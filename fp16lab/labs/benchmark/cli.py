@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from fp16lab.course.runtime.quick import is_quick, pick
 from fp16lab.labs.benchmark.configs import (
     ARTICLE_CLAIM,
     COMPARISON,
+    COMPILE_MODES,
     COMPILED,
     CONFIGS,
     EXPLORE,
@@ -27,7 +27,10 @@ from fp16lab.labs.benchmark.configs import (
 from fp16lab.labs.benchmark.report import BenchResult, plot_results, profile_table, readme_section
 from fp16lab.labs.benchmark.run import run_benchmark
 
-__all__ = ["add_bench_parser", "main", "REFERENCE"]
+__all__ = ["add_bench_parser", "REFERENCE", "COMPILE_MODE_TIMEOUT_S"]
+
+COMPILE_MODE_TIMEOUT_S = 300.0
+"""The default time box (seconds) for building and compiling each mode of ``--compile-modes``."""
 
 REFERENCE: dict[str, Any] = {
     "configs": list(COMPARISON), "repeat": list(REPEATED), "rounds": 5, "explore": list(EXPLORE),
@@ -74,6 +77,9 @@ def _run_kwargs(args: argparse.Namespace, dev: torch.device) -> dict[str, Any]:
     """run_benchmark's arguments from the options (the reference plan, or the mode's defaults)."""
     ref = args.reference
     cuda = dev.type == "cuda"
+    modes = [] if args.compile_modes is None else (args.compile_modes or list(COMPILE_MODES))
+    tried = {COMPILE_MODES[m] for m in modes if m in COMPILE_MODES}
+    explore = _given(args.explore_configs, list(EXPLORE) if (ref or args.explore) else [])
     return {
         "configs": _given(args.configs, REFERENCE["configs"] if ref else None),
         "batch_sizes": _given(args.batch_sizes, [256] if ref else pick(quick=[8], full=[256])),
@@ -82,11 +88,13 @@ def _run_kwargs(args: argparse.Namespace, dev: torch.device) -> dict[str, Any]:
         "sweep_batch_sizes": _given(args.sweep, REFERENCE["sweep"] if ref else pick(quick=[], full=[64, 128, 512])),
         "sweep_configs": _given(args.sweep_configs, REFERENCE["sweep_configs"] if ref
                                 else (["fp32_default", RECOMMENDED] if cuda else ["fp32_default"])),
-        "explore": _given(args.explore_configs, list(EXPLORE) if (ref or args.explore) else []),
+        "explore": [c for c in explore if c not in tried],  # a tried mode runs in the rounds instead
         "precisions": args.precisions, "settings": _settings(args), "device": dev, "task": args.task,
         "time_budget_s": _given(args.time_budget, REFERENCE["time_budget_s"] if ref else None),
         "compile_timeout_s": _given(args.compile_timeout, REFERENCE["compile_timeout_s"] if ref else None),
         "profile": _given(args.profile, REFERENCE["profile"] if ref else []),
+        "compile_modes": modes,
+        "compile_mode_timeout_s": _given(args.compile_mode_timeout, COMPILE_MODE_TIMEOUT_S) if modes else None,
         "progress": not args.no_progress,
     }
 
@@ -146,6 +154,12 @@ def _report(res: BenchResult, args: argparse.Namespace, dev: torch.device) -> in
             if (res.frame.get("part") == part).any():
                 print(f"\n{title}")
                 print(res.table(part).drop(columns=["label"]).to_string(index=False))
+        modes = res.compile_modes()
+        if not modes.empty:
+            box = b.get("compile_mode_timeout_s")
+            print("\ntorch.compile modes of the compiled recipe (interleaved with it; each compile time-boxed"
+                  + (f" to {box:g} s)" if box else ")"))
+            print(modes.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
         prof = profile_table(m)
         if not prof.empty:
             print("\nshare of a step by kind of kernel (profiled after the rounds)")
@@ -206,18 +220,13 @@ def add_bench_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]")
     a("--device", default=None, help="device (default: cuda > mps > cpu)")
     a("--time-budget", type=float, default=None, help="seconds after which nothing new starts (default none; --reference 480)")
     a("--compile-timeout", type=float, default=None, help="time box in seconds for building and compiling one configuration")
+    a("--compile-modes", nargs="*", default=None, choices=list(COMPILE_MODES), metavar="MODE",
+      help="also time the compiled recipe in these torch.compile modes, interleaved with it (no MODE: "
+      f"{' and '.join(COMPILE_MODES)}); reported beside it: ratio, spread, first-step (compile) seconds. Off by default")
+    a("--compile-mode-timeout", type=float, default=None,
+      help=f"time box in seconds for each --compile-modes compile (default {COMPILE_MODE_TIMEOUT_S:g})")
     a("--no-cudnn-benchmark", action="store_true", help="leave cudnn.benchmark off (default on)")
     a("--no-progress", action="store_true", help="no progress bar")
     a("--readme-from", default=None, help="print the README section for this results file and write its PNG; no benchmark")
     a("--png", default=None, help="with --readme-from: plot path (default: results path with .png)")
     p.set_defaults(func=_bench_cli)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``bench`` alone (same options as ``python -m fp16lab bench``)."""
-    parser = argparse.ArgumentParser(prog="python -m fp16lab.labs.benchmark")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_bench_parser(sub)
-    from fp16lab.course.command import run_parsed
-
-    return run_parsed(parser.parse_args(["bench", *(sys.argv[1:] if argv is None else argv)]))

@@ -31,6 +31,7 @@ __all__ = [
     "COMPARISON",
     "REPEATED",
     "EXPLORE",
+    "COMPILE_MODES",
     "ARTICLE_CLAIM",
     "LOOPS",
     "TASKS",
@@ -151,8 +152,8 @@ _ALL = [
     BenchConfig(
         "fp16_cl_fused", f"{_RECIPE} (recommended)", _P.FP16, channels_last=True, fused_adam=True,
         description="the recommended recipe: FP16 autocast + GradScaler, channels_last, and the fused Adam "
-        "(one kernel updates every parameter; the GradScaler's inf check and unscaling happen inside it, "
-        "with no host sync per step)",
+        "(one kernel updates every parameter; the GradScaler's inf check runs as a separate kernel on the GPU, "
+        "the fused kernel unscales and skips the update on an inf: no host sync per step)",
     ),
     BenchConfig("fp16_cl_fused_compile", f"{_RECIPE} + torch.compile (compiled recipe)", _P.FP16,
                 channels_last=True, fused_adam=True, compile_mode="default",
@@ -186,7 +187,7 @@ CONFIGS: dict[str, BenchConfig] = {c.name: c for c in _ALL}
 RECOMMENDED = "fp16_cl_fused"
 """The recommended recipe: FP16 autocast + GradScaler + channels_last + ``Adam(fused=True)``.
 BF16 (``bf16_cl``) needs no scaler and has the same Tensor Core peak on Ampere and newer, but
-it is not faster: the committed reference shows how the two compare on the H200."""
+measured on the H200 it is slower than FP16 at the same layout (lesson 06 profiles both)."""
 
 COMPILED = "fp16_cl_fused_compile"
 """The compiled recipe: :data:`RECOMMENDED` + ``torch.compile`` (default mode)."""
@@ -206,6 +207,15 @@ EXPLORE = ("fp16_cl_fused_graph", "fp16_cl_fused_compile_graph", "fp16_cl_fused_
 """The compiled-recipe exploration in the order it runs: the quick ones first (the capture expected
 to fail among them: a failed capture is recoverable), the long max-autotune compile last, in
 whatever time the budget leaves (time-boxed)."""
+
+COMPILE_MODES: dict[str, str] = {
+    "reduce-overhead": "fp16_cl_fused_compile_reduce_overhead",
+    "max-autotune-no-cudagraphs": "fp16_cl_fused_compile_max_autotune",
+}
+"""``torch.compile`` modes the compiled recipe can be tried with beside its default mode (mode ->
+configuration): ``run_benchmark(compile_modes=...)`` / ``python -m fp16lab bench --compile-modes``
+times each in the interleaved rounds, its compile in a time box. Off by default (a max-autotune
+compile takes minutes)."""
 
 ARTICLE_CLAIM: dict[str, Any] = {
     "gpu": "RTX 4090D",

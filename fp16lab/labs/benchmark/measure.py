@@ -244,11 +244,23 @@ def attempt(session: Session, action: Callable[[], None], *, reset: bool = True)
         action()
         return True
     except Exception as e:  # reported in the row; the run goes on (Ctrl-C is not an Exception)
-        status = "OOM" if is_oom(e) else "timeout" if isinstance(e, CompileTimeout) else "error"
+        status = "OOM" if is_oom(e) else "timeout" if _timed_out(e) else "error"
         session.row.update(status=status, error=describe(e))
         print(f"bench: {session.cfg.name} at batch {session.batch}: {status}: {session.row['error']}", file=sys.stderr)
     session.close()
     release(session.dev, session.cfg.compile and reset)
+    return False
+
+
+def _timed_out(e: BaseException) -> bool:
+    """A time box fired, even where torch.compile wrapped it in an error of its own (InductorError)."""
+    seen: set[int] = set()
+    x: BaseException | None = e
+    while x is not None and id(x) not in seen:
+        if isinstance(x, CompileTimeout):
+            return True
+        seen.add(id(x))
+        x = x.__cause__ or x.__context__
     return False
 
 

@@ -16,14 +16,18 @@ import pandas as pd
 
 from fp16lab.timing import KINDS, gpu_kernels, kernel_kind
 
-__all__ = ["KINDS", "kernel_kind", "breakdown", "profile_steps"]  # KINDS, kernel_kind: from fp16lab.timing
+__all__ = ["IDLE", "KINDS", "kernel_kind", "breakdown", "profile_steps"]  # KINDS, kernel_kind: from fp16lab.timing
+
+IDLE = "GPU idle (launch gaps, host)"
+"""The breakdown's last row: the part of a measured step in which no kernel ran."""
+
 
 def breakdown(kernels: Iterable[tuple[str, float]], steps: int, step_ms: float) -> pd.DataFrame:
     """Kernel milliseconds per step by kind, and the share of the measured step each takes.
 
     ``kernels`` are ``(name, total microseconds)`` over ``steps`` steps; ``step_ms`` is the step
-    time measured without the profiler. The last row, ``GPU idle (launch gaps, host)``, is what
-    the kernels leave of the step (never below zero).
+    time measured without the profiler. The last row, :data:`IDLE`, is what the kernels leave of
+    the step (never below zero).
     """
     per: dict[str, float] = {}
     for name, us in kernels:
@@ -31,7 +35,7 @@ def breakdown(kernels: Iterable[tuple[str, float]], steps: int, step_ms: float) 
         per[kind] = per.get(kind, 0.0) + us / 1e3 / steps
     rows = [{"kind": k, "ms_per_step": v} for k, v in sorted(per.items(), key=lambda kv: -kv[1])]
     busy = sum(per.values())
-    rows.append({"kind": "GPU idle (launch gaps, host)", "ms_per_step": max(step_ms - busy, 0.0)})
+    rows.append({"kind": IDLE, "ms_per_step": max(step_ms - busy, 0.0)})
     out = pd.DataFrame(rows)
     out["share_of_step"] = out["ms_per_step"] / step_ms
     return out

@@ -12,14 +12,25 @@ import pandas as pd
 
 from fp16lab.checks import instance, one_of, positive_int
 from fp16lab.course.runtime.results import load_results, save_results
-from fp16lab.labs.benchmark.analysis import check_frame, targets_table
-from fp16lab.labs.benchmark.configs import ARTICLE_CLAIM, CONFIGS, RECOMMENDED, validate_output
+from fp16lab.labs.benchmark.analysis import check_frame, ratio_values, summarise, targets_table
+from fp16lab.labs.benchmark.configs import (
+    ARTICLE_CLAIM,
+    COMPILE_MODES,
+    COMPILED,
+    CONFIGS,
+    RECOMMENDED,
+    validate_output,
+)
+from fp16lab.labs.benchmark.profile import IDLE
 
 __all__ = [
     "BenchResult",
     "PARTS",
     "comparison_table",
+    "compile_modes_table",
     "profile_table",
+    "kernel_ms",
+    "busy_fraction",
     "side_by_side",
     "plot_results",
     "readme_section",
@@ -50,6 +61,25 @@ class BenchResult:
         """The project's targets against this run: :func:`fp16lab.labs.benchmark.analysis.targets_table`."""
         return targets_table(self.frame)
 
+    def contents(self) -> str:
+        """One line on what this run holds: rounds or single runs, exploration, compile modes, step profile."""
+        b = self.metadata.get("benchmark", {})
+        f = self.frame
+        parts = f["part"] if "part" in f else pd.Series("comparison", index=f.index)
+        rounds = int(f.loc[parts == "repeat", "round"].nunique()) if "round" in f else 0
+        head = (f"{rounds} interleaved rounds of {', '.join(b.get('repeat') or [])}" if rounds
+                else "single runs only (no interleaved rounds)")
+        explore = int((parts == "explore").sum())
+        compared = set(f.loc[parts == "comparison", "config"]) if "config" in f else set()
+        modes = [m for m, c in COMPILE_MODES.items() if c in compared]
+        profiled = list((self.metadata.get("step_profile") or {}).keys())
+        return (f"{head}; exploration rows: {explore or 'none'}; compile modes beside the recipe: "
+                f"{', '.join(modes) or 'none'}; step profile: {', '.join(profiled) or 'none'}")
+
+    def compile_modes(self) -> pd.DataFrame:
+        """The compiled recipe's torch.compile modes side by side: :func:`compile_modes_table`."""
+        return compile_modes_table(self.frame)
+
     def save(self, path: "str | os.PathLike[str]") -> Path:
         """Write JSON (rows + metadata) and a CSV copy beside it."""
         meta = dict(self.metadata, interrupted=self.interrupted)
@@ -69,7 +99,7 @@ class BenchResult:
         from fp16lab.course.runtime.results import load_reference
 
         frame, meta = load_reference(name)
-        return None if frame is None or meta is None else cls(_numeric(frame), meta)
+        return None if frame is None or meta is None else cls(_current_labels(_numeric(frame)), meta)
 
     def __repr__(self) -> str:
         head = f"BenchResult({len(self.frame)} rows, {self.metadata.get('device', '?')}, {self.metadata.get('mode', '?')} mode"
@@ -93,6 +123,23 @@ class BenchResult:
             if "part" in self.frame and (self.frame["part"] == part).any():
                 parts += [f"<p>{title}</p>", self.table(part).to_html(index=False, na_rep="")]
         return "".join(parts)
+
+
+def _current_labels(frame: pd.DataFrame) -> pd.DataFrame:
+    """Today's label for each row whose configuration still exists with the settings it ran with.
+
+    A label says what a name means now (an older reference called another configuration
+    "recommended"); rows of configurations that changed or no longer exist keep their own.
+    """
+    need = {"config", "label", "precision", "memory_format", "optimizer"}
+    if frame.empty or not need <= set(frame.columns):
+        return frame
+    for i, r in frame.iterrows():
+        cfg = CONFIGS.get(r["config"])
+        if cfg is not None and (r["precision"], r["memory_format"], r["optimizer"]) == (
+                cfg.precision.value, cfg.memory_format, cfg.optimizer):
+            frame.at[i, "label"] = cfg.label
+    return frame
 
 
 def _numeric(frame: pd.DataFrame) -> pd.DataFrame:
@@ -155,25 +202,89 @@ def comparison_table(frame: pd.DataFrame, part: str = "comparison") -> pd.DataFr
     return pd.DataFrame(rows, columns=cols)
 
 
-def profile_table(metadata: dict[str, Any]) -> pd.DataFrame:
-    """Share of the measured step per kind of kernel (and GPU idle), one column per profiled config.
-
-    From a run's ``metadata["step_profile"]`` (``run_benchmark(..., profile=[...])``); empty when none
-    was recorded. A profile that failed shows its error in a row ``error``.
-    """
+def _profiles(metadata: object) -> dict[str, Any]:
     if not isinstance(metadata, dict):
         raise ValueError(f"metadata must be a run's metadata dict (BenchResult.metadata), got {type(metadata).__name__}")
     profiles = metadata.get("step_profile") or {}
     if not isinstance(profiles, dict):
         raise ValueError(f"metadata['step_profile'] must map configuration names to rows, got {profiles!r:.80}")
+    return profiles
+
+
+def compile_modes_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """The compiled recipe in each torch.compile mode the run tried, beside its default mode.
+
+    One row per mode whose configuration is in ``frame`` (the default mode is :data:`COMPILED`;
+    the others :data:`~fp16lab.labs.benchmark.configs.COMPILE_MODES`): its status, images/s, the
+    ratio over the article's loop (median of the interleaved rounds' ratios, else a single run's)
+    with its spread and number of values, the ratio over the default mode, and the first step's
+    seconds (the compile). Empty when the run tried no other mode.
+    """
+    check_frame("frame", frame, _ROW_COLUMNS)
+    cols = ["mode", "config", "status", "img/s", "x_article", "spread", "n", "x_default_mode", "first step s", "note"]
+    names = {"default": COMPILED, **COMPILE_MODES}
+    comp = frame[frame["part"] == "comparison"] if "part" in frame else frame
+    present = set(comp["config"]) if not comp.empty else set()
+    if not (present & set(COMPILE_MODES.values())):
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for mode, name in names.items():
+        hit = comp[comp["config"] == name]
+        if hit.empty:
+            continue
+        r = hit.iloc[0]
+        ok = r["status"] == "ok"
+        med, spread, n = summarise(ratio_values(frame, name, "article")[0])
+        vs_default = summarise(ratio_values(frame, name, COMPILED)[0])[0] if name != COMPILED else (1.0 if ok else math.nan)
+        rows.append({"mode": mode, "config": name, "status": r["status"],
+                     "img/s": round(float(r["img_per_s"]), 1) if ok else math.nan, "x_article": med,
+                     "spread": spread, "n": n, "x_default_mode": vs_default,
+                     "first step s": _num(r, "first_step_s", 1), "note": str(r.get("error", "") or "")[:120]})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def profile_table(metadata: dict[str, Any], value: str = "share_of_step") -> pd.DataFrame:
+    """Share of the measured step per kind of kernel (and GPU idle), one column per profiled config.
+
+    From a run's ``metadata["step_profile"]`` (``run_benchmark(..., profile=[...])``); empty when none
+    was recorded. ``value='ms_per_step'`` gives milliseconds per step instead of shares. A profile
+    that failed shows its error in a row ``error``.
+    """
+    one_of("value", value, ("share_of_step", "ms_per_step"))
     cols: dict[str, pd.Series] = {}
-    for name, rows in profiles.items():
+    for name, rows in _profiles(metadata).items():
         f = pd.DataFrame(rows)
         if "error" in f:
             cols[name] = pd.Series({"error": f["error"].iloc[0]})
         else:
-            cols[name] = f.set_index("kind")["share_of_step"]
+            cols[name] = f.set_index("kind")[value]
     return pd.DataFrame(cols)
+
+
+def _profile_of(metadata: dict[str, Any], config: str) -> pd.DataFrame:
+    profiles = _profiles(metadata)
+    if config not in profiles:
+        raise ValueError(f"config {config!r} was not profiled in this run; profiled: {sorted(profiles)!r}")
+    f = pd.DataFrame(profiles[config])
+    if "error" in f or "kind" not in f:
+        raise ValueError(f"the profile of {config!r} failed: {f['error'].iloc[0] if 'error' in f else 'no rows'}")
+    return f
+
+
+def kernel_ms(metadata: dict[str, Any], config: str) -> float:
+    """GPU kernel milliseconds per step of ``config``: its profile's rows without :data:`IDLE`.
+
+    What the precision and the layout change, whether or not the host keeps the GPU waiting.
+    Raises ValueError when ``config`` was not profiled or its profile failed.
+    """
+    f = _profile_of(metadata, config)
+    return float(f.loc[f["kind"] != IDLE, "ms_per_step"].sum())
+
+
+def busy_fraction(metadata: dict[str, Any], config: str) -> float:
+    """The share of ``config``'s measured step in which a kernel ran (one minus the :data:`IDLE` share)."""
+    f = _profile_of(metadata, config)
+    return 1.0 - float(f.loc[f["kind"] == IDLE, "share_of_step"].sum())
 
 
 def side_by_side(

@@ -20,6 +20,7 @@ from fp16lab.course.runtime.results import _metadata_json
 from fp16lab.device import choose_device, free_memory
 from fp16lab.labs.benchmark.analysis import FLOP_METHOD, add_mfu, model_flops, targets_table
 from fp16lab.labs.benchmark.configs import (
+    COMPILE_MODES,
     COMPILED,
     RECOMMENDED,
     REPEATED,
@@ -50,7 +51,7 @@ from fp16lab.labs.benchmark.measure import (
 from fp16lab.labs.benchmark.report import BenchResult
 from fp16lab.precision import parse_precision
 
-__all__ = ["Plan", "make_plan", "run_benchmark"]
+__all__ = ["Plan", "compile_modes_arg", "make_plan", "run_benchmark"]
 
 _clock = time.perf_counter  # the run's clock (tests replace it)
 
@@ -72,6 +73,14 @@ class Plan:
     time_budget_s: float | None
     compile_timeout_s: float | None
     profile: list[str]
+    compile_modes: tuple[str, ...] = ()
+    compile_mode_timeout_s: float | None = None
+
+    def box(self, cfg: BenchConfig) -> float | None:
+        """The time box for building and compiling ``cfg``: a tried compile mode's own box, else the common one."""
+        if cfg.name in {COMPILE_MODES[m] for m in self.compile_modes} and self.compile_mode_timeout_s is not None:
+            return self.compile_mode_timeout_s
+        return self.compile_timeout_s
 
     @property
     def singles(self) -> list[BenchConfig]:
@@ -104,14 +113,42 @@ def _filter(cfgs: list[BenchConfig], precisions: Sequence[str] | None) -> list[B
     return out
 
 
+def compile_modes_arg(modes: object) -> tuple[str, ...]:
+    """``modes`` as a tuple of :data:`~fp16lab.labs.benchmark.configs.COMPILE_MODES` keys, no repeats."""
+    if isinstance(modes, (str, bytes)) or not isinstance(modes, Sequence):
+        raise ValueError(f"compile_modes must be a list of torch.compile modes from {list(COMPILE_MODES)!r}, "
+                         f"got {modes!r:.80}")
+    for m in modes:
+        one_of("compile_modes entry", m, tuple(COMPILE_MODES))
+    if len(set(modes)) != len(modes):
+        raise ValueError(f"compile_modes repeat a mode: {list(modes)!r}")
+    return tuple(modes)
+
+
+def _with_modes(cfgs: list[BenchConfig], rep: list[BenchConfig], modes: tuple[str, ...],
+                task: str) -> tuple[list[BenchConfig], list[BenchConfig]]:
+    """Add each tried compile mode's recipe, and what it is compared with, to the comparison and the rounds."""
+    if not modes:
+        return cfgs, rep
+    if task != "train":
+        raise ValueError(f"compile_modes are tried on the training step (task='train'), got task={task!r}")
+    extra = parse_configs(["article", COMPILED, *(COMPILE_MODES[m] for m in modes)], name="compile_modes")
+    have, in_rounds = {c.name for c in cfgs}, {c.name for c in rep}
+    return ([*cfgs, *(c for c in extra if c.name not in have)],
+            [*rep, *(c for c in extra if c.name not in in_rounds)])
+
+
 def make_plan(model: ModelArg, configs: Sequence[ConfigArg] | None, batch_sizes: Sequence[int], *,
               repeat: Sequence[ConfigArg] | None, rounds: int, sweep_batch_sizes: Sequence[int],
               sweep_configs: Sequence[ConfigArg], explore: Sequence[ConfigArg], precisions: Sequence[str] | None,
               settings: BenchSettings | None, device: "torch.device | str | None", task: str,
-              time_budget_s: float | None, compile_timeout_s: float | None, profile: Sequence[ConfigArg] = ()) -> Plan:
+              time_budget_s: float | None, compile_timeout_s: float | None, profile: Sequence[ConfigArg] = (),
+              compile_modes: Sequence[str] = (), compile_mode_timeout_s: float | None = None) -> Plan:
     """Every argument checked before any work; see :func:`run_benchmark`."""
     spec = parse_model(model)
     one_of("task", task, TASKS)
+    modes = compile_modes_arg(compile_modes)
+    mode_box = _optional_seconds("compile_mode_timeout_s", compile_mode_timeout_s)
     dev = choose_device(device)
     cfgs = _filter(parse_configs(configs if configs is not None else default_configs(dev)), precisions)
     if not cfgs:
@@ -124,6 +161,8 @@ def make_plan(model: ModelArg, configs: Sequence[ConfigArg] | None, batch_sizes:
         stray = [c.name for c in rep if c.name not in names]
         if stray:
             raise ValueError(f"repeat: {stray!r} are not among the configurations {names!r}; add them to configs")
+    cfgs, rep = _with_modes(cfgs, rep, modes, task)
+    names = [c.name for c in cfgs]
     sizes = validate_batch_sizes(batch_sizes)
     sweep_sizes = validate_batch_sizes(sweep_batch_sizes, name="sweep_batch_sizes", allow_empty=True)
     scfgs = parse_configs(sweep_configs, name="sweep_configs") if sweep_sizes else []
@@ -138,7 +177,7 @@ def make_plan(model: ModelArg, configs: Sequence[ConfigArg] | None, batch_sizes:
     s = default_settings() if settings is None else instance("settings", settings, BenchSettings, "a BenchSettings")
     return Plan(spec, dev, task, s, sizes, cfgs, rep, positive_int("rounds", rounds), sweep, exp,
                 _optional_seconds("time_budget_s", time_budget_s),
-                _optional_seconds("compile_timeout_s", compile_timeout_s), prof)
+                _optional_seconds("compile_timeout_s", compile_timeout_s), prof, modes, mode_box)
 
 
 def _peak_and_flops(plan: Plan) -> dict[str, Any]:
@@ -180,6 +219,7 @@ def _metadata(plan: Plan, extra: dict[str, Any] | None) -> dict[str, Any]:
                   "largest distance of a round's ratio from the median ratio",
         "quick": is_quick(), "recommended": RECOMMENDED, "compiled": COMPILED,
         "time_budget_s": plan.time_budget_s, "compile_timeout_s": plan.compile_timeout_s,
+        "compile_modes": list(plan.compile_modes), "compile_mode_timeout_s": plan.compile_mode_timeout_s,
         **_peak_and_flops(plan), **asdict(plan.settings),
     }
     meta.update(extra or {})
@@ -251,8 +291,8 @@ class _Runner:
             reason = f"time budget of {self.plan.time_budget_s:.0f} s used up before it could start"
         return None if reason is None else skipped_row(sess, reason)
 
-    def timeout(self) -> float | None:
-        box = self.plan.compile_timeout_s
+    def timeout(self, cfg: BenchConfig | None = None) -> float | None:
+        box = self.plan.box(cfg) if cfg is not None else self.plan.compile_timeout_s
         left = self.left()
         return box if left == math.inf else min(box if box is not None else left, max(left, 1.0))
 
@@ -261,7 +301,7 @@ class _Runner:
     def single(self, cfg: BenchConfig, batch: int, part: str) -> None:
         self.bar.set_postfix_str(f"{cfg.name} b={batch}")
         sess = self.session(cfg, batch)
-        row = self.cannot_start(sess) or measure_single(sess, self.timeout())
+        row = self.cannot_start(sess) or measure_single(sess, self.timeout(cfg))
         self.add(row, part)
         self.bar.update(1)
 
@@ -312,7 +352,7 @@ class _Runner:
             store[sess.cfg.name] = [{"kind": "error", "error": describe(e)}]
 
     def _open(self, sess: Session) -> None:
-        with time_box(self.timeout() if sess.cfg.compile else None, sess.cfg.name):
+        with time_box(self.timeout(sess.cfg) if sess.cfg.compile else None, sess.cfg.name):
             sess.open()
 
     def _round(self, sess: Session, r: int, times: list[list[float]]) -> bool:
@@ -372,6 +412,8 @@ def run_benchmark(
     time_budget_s: float | None = None,
     compile_timeout_s: float | None = None,
     profile: Sequence[ConfigArg] = (),
+    compile_modes: Sequence[str] = (),
+    compile_mode_timeout_s: float | None = None,
     opener: Opener | None = None,
 ) -> BenchResult:
     """Measure the comparison at each batch size, then an optional sweep and exploration.
@@ -388,7 +430,11 @@ def run_benchmark(
     after it and rounds stop early); ``compile_timeout_s=None`` (a time box for building,
     compiling and warming up a compiled configuration; POSIX only); ``profile=()`` (repeated
     configurations whose kernel time by kind is profiled after the rounds, on CUDA, into the
-    metadata's ``step_profile``: :mod:`fp16lab.labs.benchmark.profile`). Every argument is checked
+    metadata's ``step_profile``: :mod:`fp16lab.labs.benchmark.profile`); ``compile_modes=()`` (torch.compile
+    modes from :data:`~fp16lab.labs.benchmark.configs.COMPILE_MODES` to try the compiled recipe with: each
+    mode's configuration joins the interleaved rounds beside the article's loop and the compiled recipe,
+    added when missing; :meth:`BenchResult.compile_modes` reports them) and ``compile_mode_timeout_s=None``
+    (their compile's time box; None: ``compile_timeout_s``'s). Every argument is checked
     before the first measurement. An OOM, a configuration the device cannot run, a failure or a
     time-out becomes a row saying so and the run goes on; Ctrl-C keeps (and saves) the rows so
     far with ``interrupted=True``. ``metadata`` is merged into the stored metadata; ``opener``
@@ -397,7 +443,7 @@ def run_benchmark(
     plan = make_plan(model, configs, batch_sizes, repeat=repeat, rounds=rounds, sweep_batch_sizes=sweep_batch_sizes,
                      sweep_configs=sweep_configs, explore=explore, precisions=precisions, settings=settings,
                      device=device, task=task, time_budget_s=time_budget_s, compile_timeout_s=compile_timeout_s,
-                     profile=profile)
+                     profile=profile, compile_modes=compile_modes, compile_mode_timeout_s=compile_mode_timeout_s)
     boolean("progress", progress)
     if metadata is not None:
         _metadata_json(metadata)  # a dict JSON can hold: refused now, not when the first row is saved

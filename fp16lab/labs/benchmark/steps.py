@@ -92,11 +92,9 @@ def capture_step(step: Callable[[], None], device: torch.device, warmup: int = 3
 
 
 def _autocast(precision: Precision, dev: torch.device, capture: bool) -> torch.autocast:
-    if not capture:
-        return autocast(precision, dev)
-    # In a captured step the autocast cache (fp16 copies of weights) must not outlive the capture.
-    dtype = precision.autocast_dtype
-    return torch.autocast(dev.type, dtype=dtype or torch.float32, enabled=dtype is not None, cache_enabled=False)
+    """The step's autocast; in a captured step without the weight-cast cache (its FP16 copies of
+    the weights must not outlive the capture)."""
+    return autocast(precision, dev, cache_enabled=False if capture else None)
 
 
 def _compiled(net: nn.Module, mode: str | None) -> Callable[..., torch.Tensor]:

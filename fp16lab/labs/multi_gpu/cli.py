@@ -1,94 +1,145 @@
-"""``python -m fp16lab.labs.multi_gpu bench``: the lesson's multi-GPU measurements, saved with their world.
+"""``python -m fp16lab distributed``: the multi-GPU reference run, i.e. the training script under torchrun.
 
-Run it on a machine with two or more GPUs: it starts one rank per GPU on NCCL (full mode), runs
-DDP vs one process, the gradient-communication hooks and the FSDP2 policies at the lesson's full
-sizes, and writes ``multi_gpu_ddp.json``, ``multi_gpu_hooks.json`` and ``multi_gpu_fsdp.json``
-into ``--out`` with the world size, backend, NCCL version and every rank's device in the metadata.
+On a machine with two or more GPUs this starts ``fp16lab.labs.multi_gpu.train`` once per
+configuration (DDP in FP32 and BF16, 16-bit gradients through the communication hooks, FSDP2 with
+BF16 weights), one process per GPU on NCCL, and each run writes ``OUT/multi_gpu_<name>.json``::
+
+    python -m fp16lab distributed --out results            # every GPU; the reference results
+    python -m fp16lab distributed --dry-run                # print the torchrun commands only
+
+Each run is exactly::
+
+    torchrun --standalone --nproc_per_node=N -m fp16lab.labs.multi_gpu.train ARGS --out OUT/multi_gpu_NAME.json
+
+Without GPUs it runs the same commands on 2 CPU processes (gloo) at the tiny size: a check of the
+path, not a measurement. :func:`torchrun_command` and :func:`run_script` are what lesson 10 uses.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import time
-from collections.abc import Callable, Sequence
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fp16lab.checks import positive_float
-from fp16lab.labs.multi_gpu.experiments import compress_hooks, ddp_vs_single, fsdp_policies, world_metadata
-from fp16lab.labs.multi_gpu.launcher import BACKENDS, Workers, check_world, lesson_world
-from fp16lab.labs.multi_gpu.model import model_numel
+import torch
 
-__all__ = ["bench", "add_distributed_parser", "main"]
+__all__ = ["REFERENCE_RUNS", "torchrun_command", "start_script", "finish_script", "run_script", "reference_runs", "reference_commands", "add_distributed_parser"]
+
+# name -> the script's arguments (size, steps and --out are added per run)
+REFERENCE_RUNS: dict[str, list[str]] = {
+    "ddp_fp32": ["--precision", "fp32"],
+    "ddp_bf16": ["--precision", "bf16"],
+    "ddp_fp16_grad_fp16": ["--precision", "fp16", "--grad-dtype", "fp16"],
+    "ddp_bf16_grad_bf16": ["--precision", "bf16", "--grad-dtype", "bf16"],
+    "fsdp_bf16": ["--fsdp", "--precision", "bf16", "--grad-dtype", "fp32"],
+}
 
 
-def bench(out: "str | Path", *, world_size: int | None = None, backend: str = "nccl", timeout: float = 600.0) -> list[Path]:
-    """Measure DDP, the compress hooks and FSDP2 on a world; save one JSON file each into ``out``.
+def torchrun_command(script_args: Sequence[str], nproc: int = 2) -> list[str]:
+    """``python -m torch.distributed.run --standalone --nproc_per_node=N -m fp16lab.labs.multi_gpu.train ARGS``
+    (``torchrun`` is that module's console script)."""
+    if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
+        raise ValueError(f"nproc must be an int >= 1, got {nproc!r}")
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+            "-m", "fp16lab.labs.multi_gpu.train", *map(str, script_args)]
 
-    Defaults: the lesson's world (every GPU on NCCL in full mode with 2+ GPUs, else 2 CPU
-    processes on gloo at quick sizes); ``backend`` applies with an explicit ``world_size``;
-    600 s for start-up and for each measurement. Returns the paths written.
-    """
-    from fp16lab.course.runtime.results import save_results
 
-    if not isinstance(out, (str, os.PathLike)) or not Path(out).is_dir():
-        raise ValueError(f"out must be an existing folder, got {out!r}")
-    folder = Path(out)
-    world = lesson_world() if world_size is None else check_world(world_size, backend)
-    timeout = positive_float("timeout", timeout)
-    width, depth, batch = world.pick(64, 4096), world.pick(2, 8), world.pick(16, 64)
-    print(f"world: {world}; MLP width {width}, depth {depth} ({model_numel(width, depth):,} parameters), "
-          f"{batch} rows per rank", flush=True)
-    meta = {**world_metadata(world), "width": width, "depth": depth, "batch_per_rank": batch}
-    size = {"batch": batch, "width": width, "depth": depth}
-    written = []
-    with Workers(world.world_size, world.backend, timeout=timeout) as workers:
-        print(f"started {workers} in {workers.start_seconds:.1f} s", flush=True)
-        jobs: list[tuple[str, Callable[[], Any]]] = [
-            ("multi_gpu_ddp", lambda: ddp_vs_single(workers, steps=world.pick(12, 50), **size)),
-            ("multi_gpu_hooks", lambda: compress_hooks(workers, steps=world.pick(12, 50), warmup=world.pick(2, 10),
-                                                       **size)),
-            ("multi_gpu_fsdp", lambda: fsdp_policies(workers, steps=world.pick(4, 20), **size)),
-        ]
-        for name, job in jobs:
-            t0 = time.perf_counter()
-            frame = job()
-            path = save_results(frame, folder / f"{name}.json", {**meta, "seconds": round(time.perf_counter() - t0, 1)})
-            written.append(path)
-            print(f"{name}: {len(frame)} rows -> {path}\n{frame.to_string(max_rows=24)}", flush=True)
-    return written
+def _env() -> dict[str, str]:
+    """This process's environment, with this fp16lab first on the path (a worktree or an install)."""
+    root = str(Path(__file__).resolve().parents[3])
+    path = os.environ.get("PYTHONPATH", "")
+    return {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else ""), "OMP_NUM_THREADS": "1"}
+
+
+def start_script(script_args: Sequence[str], nproc: int = 2) -> tuple[subprocess.Popen[str], Path]:
+    """Start one torchrun of the script in the background; (process, the JSON path it will write)."""
+    args = list(map(str, script_args))
+    if "--out" not in args:
+        args += ["--out", tempfile.mkstemp(suffix=".json", prefix="fp16lab_train_")[1]]
+    out = Path(args[args.index("--out") + 1])
+    proc = subprocess.Popen(torchrun_command(args, nproc), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=_env())
+    return proc, out
+
+
+def finish_script(proc: subprocess.Popen[str], out: Path, timeout: float = 600.0) -> dict[str, Any]:
+    """Wait (at most ``timeout`` s) and read the JSON; a failure is a RuntimeError of one line."""
+    try:
+        log, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise RuntimeError(f"torchrun did not finish within {timeout:g} s and was stopped") from None
+    if proc.returncode != 0:
+        lines = [ln for ln in log.splitlines() if ln.strip() and not ln.startswith(("W1", "I1", " "))]
+        why = next((ln for ln in lines if "error:" in ln or "Error" in ln), lines[-1] if lines else "no output")
+        raise RuntimeError(f"torchrun exited with status {proc.returncode}: {why.strip()}")
+    return dict(json.loads(out.read_text()))
+
+
+def run_script(script_args: Sequence[str], nproc: int = 2, timeout: float = 600.0) -> dict[str, Any]:
+    """Run the script under torchrun (``nproc`` processes on this machine) and return rank 0's JSON."""
+    return finish_script(*start_script(script_args, nproc), timeout=timeout)
+
+
+def reference_runs() -> dict[str, dict[str, Any]]:
+    """The committed multi-GPU reference runs, ``results/multi_gpu_<name>.json``, by name (may be empty)."""
+    from fp16lab.course.runtime.results import RESULTS_DIR
+
+    return {p.stem.removeprefix("multi_gpu_"): json.loads(p.read_text())
+            for p in sorted(Path(RESULTS_DIR).glob("multi_gpu_*.json"))}
+
+
+def reference_commands(out: Path, nproc: int, steps: int, preset: str) -> dict[str, list[str]]:
+    """The reference runs' commands; the BF16 hook only where this torch build accepts it."""
+    from fp16lab.labs.multi_gpu.train import bf16_hook_support
+
+    runs = {k: v for k, v in REFERENCE_RUNS.items() if not (k == "ddp_bf16_grad_bf16" and bf16_hook_support())}
+    return {name: torchrun_command([*args, "--preset", preset, "--steps", str(steps),
+                                    "--out", str(out / f"multi_gpu_{name}.json")], nproc)
+            for name, args in runs.items()}
 
 
 def _run(args: argparse.Namespace) -> int:
-    try:
-        bench(args.out, world_size=args.world_size, backend=args.backend, timeout=args.timeout)
-    except ValueError as exc:  # a refused argument: say so, change nothing
-        raise SystemExit(f"bench: {exc}") from None
+    gpus = torch.cuda.device_count()
+    nproc = args.nproc or (gpus if gpus >= 1 else 2)
+    if gpus and nproc > gpus:
+        raise SystemExit(f"distributed: --nproc {nproc} needs {nproc} GPUs (one per process); this machine has {gpus}")
+    if not args.dry_run and not args.out.is_dir():
+        raise SystemExit(f"distributed: --out {str(args.out)!r} is not an existing folder")
+    steps = args.steps or (50 if gpus else 4)
+    commands = reference_commands(args.out, nproc, steps, args.preset or ("small" if gpus else "tiny"))
+    for name, cmd in commands.items():
+        print(f"{name}: torchrun {' '.join(cmd[3:])}", flush=True)
+        if args.dry_run:
+            continue
+        result = subprocess.run(cmd, env=_env(), check=False)
+        if result.returncode != 0:
+            print(f"distributed: {name} failed (exit status {result.returncode}); its output is above", file=sys.stderr)
+            return 1
     return 0
 
 
-def _add_args(p: argparse.ArgumentParser) -> None:
-    cmds = p.add_subparsers(dest="action", required=True)
-    b = cmds.add_parser("bench", help="measure DDP, compress hooks and FSDP2 on all GPUs; save JSON results")
-    b.add_argument("--out", default="results/local", help="existing folder for the JSON files (default results/local)")
-    b.add_argument("--world-size", type=int, default=None,
-                   help="processes (default: every GPU on NCCL in full mode with 2+ GPUs, else 2 on gloo)")
-    b.add_argument("--backend", choices=BACKENDS, default="nccl", help="with --world-size (default nccl)")
-    b.add_argument("--timeout", type=float, default=600.0, help="seconds for start-up and for each task (default 600)")
-    b.set_defaults(func=_run)
+def _positive(text: str) -> int:
+    from fp16lab.labs.multi_gpu.train import _positive as positive
+
+    return positive(text)
 
 
 def add_distributed_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """Register ``distributed`` with ``python -m fp16lab``."""
-    _add_args(sub.add_parser("distributed", help="multi-process DDP/FSDP measurements (fp16lab.labs.multi_gpu)"))
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m fp16lab.labs.multi_gpu bench [--out DIR] [--world-size N --backend B] [--timeout S]``."""
-    parser = argparse.ArgumentParser(prog="python -m fp16lab.labs.multi_gpu", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    _add_args(parser)
-    from fp16lab.course.command import run_parsed
-
-    return run_parsed(parser.parse_args(argv))
+    p = sub.add_parser("distributed", help="the multi-GPU reference run: lesson 10's script under torchrun",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, default=Path("results/local"), help="existing folder (default results/local)")
+    p.add_argument("--nproc", type=_positive, default=None, help="processes (default: every GPU, else 2 CPU processes)")
+    p.add_argument("--steps", type=_positive, default=None, help="steps per run (default 50 on GPUs, 4 on CPUs)")
+    p.add_argument("--preset", choices=("tiny", "small", "base"), default=None,
+                   help="GPT size (default small on GPUs, tiny on CPUs)")
+    p.add_argument("--dry-run", action="store_true", help="print the torchrun commands, run nothing")
+    p.set_defaults(func=_run)

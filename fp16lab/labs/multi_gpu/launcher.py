@@ -25,7 +25,7 @@ import sys
 import time
 import traceback
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -33,7 +33,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from fp16lab.checks import boolean, one_of, positive_float, positive_int
+from fp16lab.checks import one_of, positive_float, positive_int
 
 __all__ = [
     "BACKENDS",
@@ -171,8 +171,7 @@ def _store_kwargs() -> dict[str, Any]:
 
 
 # Imported by every rank while it starts: DDP's constructor imports torch._dynamo (seconds on a
-# small CPU), and the tasks import fp16lab.train (pandas). Paying this during start-up keeps task timings honest
-# and lets it overlap with the caller's own work (``Workers(wait=False)``).
+# small CPU), and the tasks import fp16lab.train (pandas). Paying this during start-up keeps task timings honest.
 PRELOAD = ("torch._dynamo", "fp16lab.labs.multi_gpu.tasks")
 
 
@@ -295,52 +294,28 @@ def _check_call(task: Callable[..., Any], kwargs: dict[str, Any]) -> None:
                              f"{sorted(kwargs)}: {exc} (its signature: {sig})") from None
 
 
-def _check_preload(preload: object) -> tuple[str, ...]:
-    if isinstance(preload, str) or not isinstance(preload, Sequence) or not all(isinstance(m, str) and m for m in preload):
-        raise ValueError(f"preload must be a sequence of module names, got {preload!r}")
-    for module in preload:
-        try:
-            found = importlib.util.find_spec(module) is not None
-        except (ImportError, ValueError):
-            found = False
-        if not found:
-            raise ValueError(f"preload: module {module!r} cannot be imported here (every rank imports it at start-up)")
-    return tuple(preload)
-
-
 class Workers:
     """``world_size`` spawned processes in one process group, reused for many tasks.
 
-    Defaults: 2 processes on gloo, ``timeout=120`` s for each :meth:`run` (and for starting),
-    ``threads`` = CPU cores // world_size (at least 1) torch threads per rank, ``preload`` =
-    :data:`PRELOAD` (modules every rank imports while it starts), ``wait=True``
-    (return once every rank has joined; ``wait=False`` returns at once and the first :meth:`run`
-    or :meth:`ready` waits, so the processes start while the caller does other work). Use as a
-    context manager, or call :meth:`close`. After a task fails or times out, all workers are
-    stopped and this object refuses further tasks (start a new one).
+    Defaults: 2 processes on gloo, ``timeout=120`` s for starting and for each :meth:`run`; each
+    rank gets CPU cores // world_size torch threads and imports :data:`PRELOAD` while it starts.
+    Use as a context manager, or call :meth:`close`. After a task fails or times out, all workers
+    are stopped and this object refuses further tasks (start a new one).
     """
 
-    def __init__(
-        self, world_size: int = 2, backend: str = "gloo", *, timeout: float = 120.0, threads: int | None = None,
-        preload: Sequence[str] | None = None, wait: bool = True,
-    ) -> None:
+    def __init__(self, world_size: int = 2, backend: str = "gloo", *, timeout: float = 120.0) -> None:
         self.world = check_world(world_size, backend)
         self.timeout = positive_float("timeout", timeout)
-        cores = os.cpu_count() or 1
-        self.threads = (
-            max(1, cores // self.world.world_size) if threads is None else positive_int("threads", threads)
-        )
+        self.threads = max(1, (os.cpu_count() or 1) // self.world.world_size)
         self._procs: list[Any] = []
         self._queues: list[Any] = []
         self._closed = True
         self._ids = itertools.count()
-        boolean("wait", wait)
-        self.preload = _check_preload(PRELOAD if preload is None else preload)
+        self.preload = PRELOAD
         self.pids: list[int] = []
         self.start_seconds = math.nan
         self._start()
-        if wait:
-            self.ready()
+        self.ready()
 
     # -- lifecycle
     def _start(self) -> None:
@@ -498,14 +473,13 @@ class Workers:
 
 
 def launch(
-    task: Callable[..., Any], /, world_size: int = 2, backend: str = "gloo", *, timeout: float = 120.0,
-    preload: Sequence[str] | None = None, **kwargs: Any,
+    task: Callable[..., Any], /, world_size: int = 2, backend: str = "gloo", *, timeout: float = 120.0, **kwargs: Any,
 ) -> list[Any]:
     """Start a world, run ``task(ctx, **kwargs)`` on every rank once, stop it; results by rank.
 
-    Defaults: 2 processes on gloo, 120 s for start-up and again for the task, ``preload`` as in
-    :class:`Workers`. Everything is validated before a process starts.
+    Defaults: 2 processes on gloo, 120 s for start-up and again for the task. Everything is
+    validated before a process starts.
     """
     _check_call(_check_task(task), kwargs)
-    with Workers(world_size, backend, timeout=timeout, preload=preload) as workers:
+    with Workers(world_size, backend, timeout=timeout) as workers:
         return workers.run(task, **kwargs)

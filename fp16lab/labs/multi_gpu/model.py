@@ -15,7 +15,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
@@ -31,18 +30,12 @@ __all__ = [
     "shard",
     "micro",
     "sgd",
-    "adam",
     "flat",
-    "unflat",
     "rel",
     "replica_spread",
-    "eval_loss",
     "wrap_ddp",
     "tap_all_reduce",
     "comm_hook",
-    "fsdp2",
-    "local_bytes",
-    "optimizer_tensors",
 ]
 
 CLASSES = 8
@@ -91,9 +84,6 @@ def sgd(params: Iterable[Any], lr: float) -> torch.optim.Optimizer:
     return torch.optim.SGD(params, lr=lr, momentum=0.9)
 
 
-def adam(params: Iterable[Any], lr: float) -> torch.optim.Optimizer:
-    """Adam for the FSDP memory comparison (two FP32 moments per parameter)."""
-    return torch.optim.Adam(params, lr=lr)
 
 
 def flat(model: nn.Module) -> torch.Tensor:
@@ -101,11 +91,6 @@ def flat(model: nn.Module) -> torch.Tensor:
     return torch.cat([p.detach().float().reshape(-1) for p in model.parameters()])
 
 
-def unflat(width: int, depth: int, weights: torch.Tensor, device: torch.device) -> nn.Module:
-    """A plain :func:`mlp` holding ``weights`` (to evaluate a sharded model's gathered weights)."""
-    model = mlp(width, depth).to(device)
-    torch.nn.utils.vector_to_parameters(weights.to(device), model.parameters())
-    return model
 
 
 def rel(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -121,11 +106,6 @@ def replica_spread(weights: torch.Tensor) -> float:
     return float((hi - lo).abs().max())
 
 
-@torch.no_grad()
-def eval_loss(model: nn.Module, width: int, seed: int, device: torch.device) -> float:
-    """FP32 loss on a fixed held-out batch of 512 rows (the same on every rank)."""
-    x, y = global_batch(10**6, 512, width, seed, device)
-    return float(F.cross_entropy(model(x).float(), y))
 
 
 def wrap_ddp(model: nn.Module, ctx: RankContext) -> DistributedDataParallel:
@@ -164,26 +144,3 @@ def comm_hook(name: str) -> Callable[..., Any]:
         "fp16": default_hooks.fp16_compress_hook,
         "bf16": default_hooks.bf16_compress_hook,
     }[name]
-
-
-def fsdp2() -> tuple[Any, Any]:
-    """``(fully_shard, MixedPrecisionPolicy)`` from ``torch.distributed.fsdp`` (torch >= 2.6)."""
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-
-    return fully_shard, MixedPrecisionPolicy
-
-
-def local_bytes(tensors: Iterable[Any]) -> int:
-    """Bytes of the tensors this rank holds (a DTensor counts its local shard only; None skipped)."""
-    total = 0
-    for t in tensors:
-        if t is None:
-            continue
-        local = t.to_local() if hasattr(t, "to_local") else t
-        total += local.numel() * local.element_size()
-    return total
-
-
-def optimizer_tensors(opt: torch.optim.Optimizer) -> list[torch.Tensor]:
-    """The optimizer's state tensors (momenta; step counters excluded)."""
-    return [v for state in opt.state.values() for v in state.values() if isinstance(v, torch.Tensor) and v.numel() > 1]

@@ -22,40 +22,29 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from fp16lab.checks import non_negative_int, positive_float
-from fp16lab.device import synchronize
 from fp16lab.labs.multi_gpu.launcher import RankContext
 from fp16lab.labs.multi_gpu.model import (
-    adam,
     comm_hook,
-    eval_loss,
     flat,
-    fsdp2,
     global_batch,
-    local_bytes,
     micro,
     mlp,
-    optimizer_tensors,
     rel,
     replica_spread,
     sgd,
     shard,
     tap_all_reduce,
-    unflat,
     wrap_ddp,
 )
-from fp16lab.precision import Precision, autocast, precision_context
-from fp16lab.train import load_checkpoint, make_scaler, save_checkpoint, train_step
+from fp16lab.precision import autocast
+from fp16lab.train import make_scaler, train_step
 
 __all__ = [
     "whoami",
     "fail_on_rank",
     "hang_on_rank",
-    "task_ddp_vs_single",
     "task_skip_agreement",
     "task_accumulation",
-    "task_compress_hooks",
-    "task_checkpoint",
-    "task_fsdp",
 ]
 
 
@@ -103,38 +92,6 @@ def hang_on_rank(ctx: RankContext, *, rank: int = 1, seconds: float = 3600.0) ->
         time.sleep(seconds)
     dist.barrier()
     return ctx.rank
-
-
-# ------------------------------------------------------- DDP equals one process
-
-
-def task_ddp_vs_single(
-    ctx: RankContext, *, precisions: list[str], steps: int, batch: int, width: int, depth: int, lr: float,
-    seed: int,
-) -> dict[str, Any]:
-    """DDP on ``world_size`` ranks x ``batch`` rows against one process on the combined batch."""
-    rows, spread = [], {}
-    for name in precisions:
-        p = Precision(name)
-        with precision_context(p):  # fp32 = true FP32 (TF32 off on GPUs)
-            torch.manual_seed(seed)
-            single = mlp(width, depth).to(ctx.device)  # the one-process reference (rank 0 trains it)
-            ddp = wrap_ddp(copy.deepcopy(single), ctx)
-            opt, scaler = sgd(ddp.parameters(), lr), make_scaler(p, ctx.device)
-            opt1, scaler1 = sgd(single.parameters(), lr), make_scaler(p, ctx.device)
-            for step in range(steps):
-                x, y = global_batch(step, ctx.world_size * batch, width, seed, ctx.device)
-                r = train_step(ddp, opt, scaler, [(shard(x, ctx, batch), shard(y, ctx, batch))],
-                               precision=p, device=ctx.device)
-                row = {"precision": name, "step": step, "loss": r.loss, "scale": r.scale, "skipped": r.skipped,
-                       "grad_norm": r.grad_norm}
-                if ctx.rank == 0:
-                    r1 = train_step(single, opt1, scaler1, [(x, y)], precision=p, device=ctx.device)
-                    row.update(single_loss=r1.loss, single_scale=r1.scale, single_grad_norm=r1.grad_norm,
-                               rel_param_diff=rel(flat(ddp.module), flat(single)))
-                rows.append(row)
-            spread[name] = replica_spread(flat(ddp.module))
-    return {"rank": ctx.rank, "rows": rows, "replica_spread": spread}
 
 
 def task_skip_agreement(ctx: RankContext, *, bad_rank: int, batch: int, width: int, depth: int, lr: float,
@@ -232,186 +189,3 @@ def task_accumulation(
             "replica_spread": replica_spread(flat(ddp.module)),
         })
     return out
-
-
-# ------------------------------------------------------------------ 16-bit gradients
-
-
-def task_compress_hooks(
-    ctx: RankContext, *, hooks: list[str], precision: str, steps: int, warmup: int, batch: int, width: int,
-    depth: int, lr: float, seed: int,
-) -> dict[str, Any]:
-    """Train the same model once per communication hook; tap what each hands to all_reduce."""
-    p = Precision(precision)
-    rows: list[dict[str, Any]] = []
-    baseline: torch.Tensor | None = None
-    for name in hooks:
-        with precision_context(p):
-            torch.manual_seed(seed)
-            ddp = wrap_ddp(mlp(width, depth).to(ctx.device), ctx)
-            ddp.register_comm_hook(None, comm_hook(name))
-            opt, scaler = sgd(ddp.parameters(), lr), make_scaler(p, ctx.device)
-            times, skipped = [], 0
-            if ctx.device.type == "cuda":
-                torch.cuda.reset_peak_memory_stats(ctx.device)
-            with tap_all_reduce() as calls:
-                for step in range(warmup + steps):
-                    if step == warmup:
-                        calls.clear()  # count the measured steps only
-                    x, y = global_batch(step, ctx.world_size * batch, width, seed, ctx.device)
-                    synchronize(ctx.device)
-                    t0 = time.perf_counter()
-                    r = train_step(ddp, opt, scaler, [(shard(x, ctx, batch), shard(y, ctx, batch))],
-                                   precision=p, device=ctx.device, track_grad_norm=False)
-                    synchronize(ctx.device)
-                    if step >= warmup:
-                        times.append(time.perf_counter() - t0)
-                    skipped += int(r.skipped)
-            peak = torch.cuda.max_memory_allocated(ctx.device) if ctx.device.type == "cuda" else None
-            weights = flat(ddp.module).cpu()
-            baseline = weights if baseline is None else baseline
-            rows.append({
-                "hook": name,
-                "wire_dtype": calls[0][1] if calls else None,
-                "all_reduce_calls": len(calls),
-                "bytes": sum(b for b, _ in calls),
-                "final_eval_loss": eval_loss(ddp.module, width, seed, ctx.device),
-                "rel_param_diff_vs_first": rel(weights, baseline),
-                "skipped_steps": skipped,
-                "step_ms_median": 1e3 * sorted(times)[len(times) // 2],
-                "peak_memory_bytes": peak,
-            })
-            del ddp, opt  # the next hook's peak memory must not include this model
-    return {"rank": ctx.rank, "rows": rows}
-
-
-# --------------------------------------------------------------------- checkpoints
-
-
-def task_checkpoint(
-    ctx: RankContext, *, path: str, steps: int, save_at: int, batch: int, width: int, depth: int, lr: float,
-    seed: int, init_scale: float, growth_interval: int,
-) -> dict[str, Any]:
-    """Uninterrupted FP16-AMP DDP run vs save at ``save_at`` and resume, with and without the scaler."""
-
-    def fresh() -> tuple[nn.Module, torch.optim.Optimizer, torch.amp.GradScaler]:
-        torch.manual_seed(seed)
-        model = mlp(width, depth).to(ctx.device)
-        scaler = torch.amp.GradScaler(ctx.device.type, init_scale=init_scale, growth_interval=growth_interval)
-        return model, sgd(model.parameters(), lr), scaler
-
-    def train(model: nn.Module, opt: Any, scaler: Any, start: int, stop: int) -> list[dict[str, Any]]:
-        ddp, hist = wrap_ddp(model, ctx), []
-        for step in range(start, stop):
-            x, y = global_batch(step, ctx.world_size * batch, width, seed, ctx.device)
-            r = train_step(ddp, opt, scaler, [(shard(x, ctx, batch), shard(y, ctx, batch))], precision="fp16",
-                           device=ctx.device, track_grad_norm=False)
-            hist.append({"step": step, "scale": r.scale, "skipped": r.skipped})
-        return hist
-
-    model, opt, scaler = fresh()
-    uninterrupted = train(model, opt, scaler, 0, steps)
-    reference = flat(model)
-
-    model, opt, scaler = fresh()
-    train(model, opt, scaler, 0, save_at)
-    if ctx.rank == 0:  # one writer: every rank holds the same model, optimizer and scaler state
-        save_checkpoint(path, model, opt, scaler=scaler, step=save_at)
-    dist.barrier()  # nobody reads the file before it is complete
-    rows = []
-    for restore_scaler in (True, False):
-        model, opt, scaler = fresh()
-        # restore_rng=False: each rank has its own RNG stream; this task's data depend on the step only.
-        load_checkpoint(path, model, opt, scaler=scaler if restore_scaler else None, restore_rng=False)
-        rest = train(model, opt, scaler, save_at, steps)
-        weights = flat(model)
-        rows.append({
-            "resume": "with the scaler state" if restore_scaler else "scaler state not restored",
-            "scale_at_resume": rest[0]["scale"],
-            "final_scale": rest[-1]["scale"],
-            "skipped_after_resume": sum(h["skipped"] for h in rest),
-            "max_abs_param_diff": float((weights - reference).abs().max()),
-            "bitwise_equal": bool(torch.equal(weights, reference)),
-        })
-    return {"rank": ctx.rank, "uninterrupted": uninterrupted, "resumed": rows,
-            "replica_spread": replica_spread(reference)}
-
-
-# --------------------------------------------------------------------------- FSDP2
-
-
-def _fsdp_reference(ctx: RankContext, steps: int, batch: int, width: int, depth: int, lr: float,
-                    seed: int) -> tuple[torch.Tensor, torch.Tensor, float]:
-    """One process, FP32, the combined batch: (first gradient, final weights, held-out loss), on the CPU."""
-    torch.manual_seed(seed)
-    single = mlp(width, depth).to(ctx.device)
-    opt = adam(single.parameters(), lr)
-    first = torch.empty(0)
-    for step in range(steps):
-        x, y = global_batch(step, ctx.world_size * batch, width, seed, ctx.device)
-        F.cross_entropy(single(x), y).backward()
-        if step == 0:
-            first = torch.cat([q.grad.reshape(-1) for q in single.parameters() if q.grad is not None]).cpu()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-    return first, flat(single).cpu(), eval_loss(single, width, seed, ctx.device)
-
-
-def _sharded(ctx: RankContext, spec: str, width: int, depth: int) -> Any:
-    """``spec`` "ddp", or "param_dtype/reduce_dtype": fully_shard each Linear, then the whole model."""
-    model = mlp(width, depth).to(ctx.device)
-    if spec == "ddp":
-        return wrap_ddp(model, ctx)
-    from torch.distributed.device_mesh import init_device_mesh
-
-    fully_shard, MixedPrecisionPolicy = fsdp2()
-    dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16}
-    param_dtype, reduce_dtype = (dtypes[s] for s in spec.split("/"))
-    policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype)
-    mesh = init_device_mesh(ctx.device.type, (ctx.world_size,))  # explicit: CPU ranks keep CPU shards
-    for layer in model:
-        if isinstance(layer, nn.Linear):
-            fully_shard(layer, mesh=mesh, mp_policy=policy)
-    return fully_shard(model, mesh=mesh, mp_policy=policy)
-
-
-def _full(t: torch.Tensor) -> torch.Tensor:
-    """The whole tensor on the CPU: a DTensor's ``full_tensor()`` gathers it (a collective)."""
-    return (t.full_tensor() if hasattr(t, "full_tensor") else t).detach().float().reshape(-1).cpu()
-
-
-def task_fsdp(ctx: RankContext, *, policies: list[str], steps: int, batch: int, width: int, depth: int,
-              lr: float, seed: int) -> dict[str, Any]:
-    """FSDP2 with MixedPrecisionPolicy settings, and DDP, against one FP32 process (Adam)."""
-    rows = []
-    with precision_context("fp32"):
-        ref_grad, ref_final, ref_loss = _fsdp_reference(ctx, steps, batch, width, depth, lr, seed)
-        for spec in ["ddp", *policies]:
-            torch.manual_seed(seed)
-            net = _sharded(ctx, spec, width, depth)
-            opt = adam(net.parameters(), lr)
-            first, grad_bytes = torch.empty(0), 0
-            for step in range(steps):
-                if step == min(1, steps - 1) and ctx.device.type == "cuda":
-                    torch.cuda.reset_peak_memory_stats(ctx.device)  # steady state, after step 0's extra gather
-                x, y = global_batch(step, ctx.world_size * batch, width, seed, ctx.device)
-                F.cross_entropy(net(shard(x, ctx, batch)).float(), shard(y, ctx, batch)).backward()
-                if step == 0:  # every rank calls full_tensor(): it is a collective
-                    first = torch.cat([_full(q.grad) for q in net.parameters() if q.grad is not None])
-                if step == steps - 1:
-                    grad_bytes = local_bytes(q.grad for q in net.parameters())
-                opt.step()
-                opt.zero_grad(set_to_none=True)
-            peak = torch.cuda.max_memory_allocated(ctx.device) if ctx.device.type == "cuda" else None
-            held = {"param_bytes": local_bytes(net.parameters()), "grad_bytes": grad_bytes,
-                    "optimizer_bytes": local_bytes(optimizer_tensors(opt))}
-            final = torch.cat([_full(q) for q in net.parameters()])
-            del net, opt  # the next setup's peak memory must not include this one
-            rows.append({
-                "setup": spec, **held, "peak_memory_bytes": peak,
-                "first_grad": first if ctx.rank == 0 else None,
-                "rel_grad_error": rel(first, ref_grad),
-                "rel_param_diff": rel(final, ref_final),
-                "final_eval_loss": eval_loss(unflat(width, depth, final, ctx.device), width, seed, ctx.device),
-            })
-    return {"rank": ctx.rank, "rows": rows, "reference_eval_loss": ref_loss}

@@ -9,12 +9,14 @@ the same synthetic language; these helpers keep that comparison identical everyw
 - :func:`lm_throughput`: tokens/s, model TFLOP/s, MFU and peak memory of training steps;
 - :func:`saved_activation_bytes`: bytes autograd keeps for backward (activations), on any device;
 - :func:`state_bytes`: bytes of weights, gradients and optimizer state, by kind and dtype;
-- :func:`sdpa_kernel_ran`: which SDPA kernel PyTorch dispatched to.
+- :func:`sdpa_kernel_ran`: which SDPA kernel PyTorch dispatched to;
+- :func:`sdpa_default_kernel`: which one it picks first on a given GPU (or the CPU), by rule.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -30,7 +32,8 @@ from fp16lab.gpt import GPT, flops_per_token, lm_loss
 from fp16lab.precision import autocast, parse_precision, precision_context
 from fp16lab.train import Callback, Evaluate, History, ProgressBar, Schedule, fit, make_scaler
 
-__all__ = ["lm_batches", "train_lm", "lm_throughput", "saved_activation_bytes", "state_bytes", "sdpa_kernel_ran"]
+__all__ = ["lm_batches", "train_lm", "lm_throughput", "saved_activation_bytes", "state_bytes", "sdpa_kernel_ran",
+           "sdpa_default_kernel"]
 
 Batches = list[tuple[torch.Tensor, torch.Tensor]]
 
@@ -338,3 +341,44 @@ def sdpa_kernel_ran(fn: Callable[[], object]) -> str:
     if found:
         return " + ".join(found)
     return "math" if "bmm" in seen or "_safe_softmax" in seen else "none"
+
+
+_SDPA_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def _cudnn_preferred(capability: tuple[int, int], cudnn_version: int | None) -> bool:
+    """torch's ``check_prefer_cudnn_attention``: cuDNN newer than 9.15 on sm_9x/sm_10x, unless deprioritized."""
+    off = os.environ.get("TORCH_CUDNN_SDPA_DEPRIORITIZED", "").strip().lower() in ("1", "true", "yes", "on")
+    return not off and cudnn_version is not None and cudnn_version > 91500 and capability[0] in (9, 10)
+
+
+def sdpa_default_kernel(capability: tuple[int, int] | None, dtype: torch.dtype, *,
+                        cudnn_version: int | None = -1) -> str:
+    """The SDPA kernel PyTorch tries first for dense causal attention (no mask, head width 8..128).
+
+    Why: the default differs by chip, so a lesson can say what a learner's card runs without
+    running it. The rule of torch's ``select_sdp_backend`` (``sdp_utils.cpp``,
+    ``check_prefer_cudnn_attention``, as of torch 2.14 built for CUDA 13): cuDNN attention first
+    on sm_9x and sm_10x (Hopper, data-center Blackwell) when cuDNN is newer than 9.15 and
+    ``TORCH_CUDNN_SDPA_DEPRIORITIZED`` is unset; else flash (FP16/BF16, sm_80 to sm_121),
+    memory-efficient (sm_50 and newer; BF16 from sm_80), math. ``capability=None`` is the CPU:
+    "flash (CPU)". ``cudnn_version`` defaults to the installed cuDNN's (None: none).
+    """
+    if dtype not in _SDPA_DTYPES:
+        raise ValueError(f"dtype must be torch.float16, torch.bfloat16 or torch.float32, got {dtype!r}")
+    if capability is None:
+        return "flash (CPU)"
+    ok = (isinstance(capability, tuple) and len(capability) == 2
+          and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in capability))
+    if not ok:
+        raise ValueError(f"capability must be None (the CPU) or a (major, minor) tuple such as (8, 9), got {capability!r}")
+    if cudnn_version == -1:
+        cudnn_version = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    half = dtype in (torch.float16, torch.bfloat16)
+    if half and capability >= (8, 0) and _cudnn_preferred(capability, cudnn_version):
+        return "cuDNN"
+    if half and (8, 0) <= capability <= (12, 1):
+        return "flash"
+    if capability >= (5, 0) and (dtype != torch.bfloat16 or capability >= (8, 0)):
+        return "memory-efficient"
+    return "math"

@@ -1,0 +1,74 @@
+"""Lesson 10's exercise checks accept the right answer and reject at least two plausible wrong ones."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from fp16lab.course.answers import l10
+
+
+def _ex1():
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Linear(12, 16), nn.Tanh(), nn.Linear(16, 3))
+    return model, torch.randn(10, 12), torch.randint(0, 3, (10,))
+
+
+def _halves(model, x, y, zero=True):
+    grads = []
+    for xs, ys in zip(x.chunk(2), y.chunk(2), strict=True):
+        if zero:
+            model.zero_grad()
+        F.cross_entropy(model(xs), ys).backward()
+        grads.append(model[0].weight.grad.clone())
+    return grads
+
+
+def test_ddp_by_hand(capsys):
+    model, x, y = _ex1()
+    g = _halves(model, x, y)
+    l10.check_ddp_by_hand(g, (g[0] + g[1]) / 2, model, x, y)
+    assert capsys.readouterr().out == "✓ correct\n"
+    with pytest.raises(AssertionError, match="average the halves"):
+        l10.check_ddp_by_hand(g, g[0] + g[1], model, x, y)  # the sum, not the mean
+    bad = _halves(model, x, y, zero=False)  # gradients accumulate across the halves
+    with pytest.raises(AssertionError, match="one half's mean loss"):
+        l10.check_ddp_by_hand(bad, (bad[0] + bad[1]) / 2, model, x, y)
+
+
+P = 150e6
+
+
+def test_wire_dtype(capsys):
+    l10.check_wire_dtype("bf16", P * 2 / 1.25e9, params=P, bf16_measured=True)
+    assert capsys.readouterr().out == "✓ correct\n"
+    with pytest.raises(AssertionError, match="twice the bytes"):
+        l10.check_wire_dtype("fp32", P * 4 / 1.25e9, params=P, bf16_measured=True)
+    with pytest.raises(AssertionError, match="no loss scale"):
+        l10.check_wire_dtype("fp16", P * 2 / 1.25e9, params=P, bf16_measured=True)
+    with pytest.raises(AssertionError, match="1.25e9 bytes/s"):
+        l10.check_wire_dtype("bf16", P * 2 / 10e9, params=P, bf16_measured=True)  # bits taken for bytes
+
+
+def test_flushed():
+    g = torch.logspace(-10, -1, 4096) * torch.where(torch.arange(4096) % 2 == 0, 1.0, -1.0)
+    right = float(((g.to(torch.float16) / 8) == 0).float().mean())
+    scaled = float((((g * 2.0**16).to(torch.float16) / 8) == 0).float().mean())
+    l10.check_flushed(right, scaled, g)
+    with pytest.raises(AssertionError, match="cast g_ex to float16, then divide"):
+        l10.check_flushed(float(((g / 8).to(torch.float16) == 0).float().mean()), scaled, g)  # divided first
+    with pytest.raises(AssertionError, match="multiply by the scale"):
+        l10.check_flushed(right, right, g)
+
+
+def test_fsdp_choice():
+    ddp, fsdp = 12.0, 6.0
+    l10.check_fsdp_choice(True, fsdp * 1.3e9 / 2**30, ddp_bytes_per_param=ddp, fsdp_bytes_per_param=fsdp)
+    with pytest.raises(AssertionError, match="compare DDP's bytes per GPU"):
+        l10.check_fsdp_choice(False, ddp * 1.3e9 / 2**30, ddp_bytes_per_param=ddp, fsdp_bytes_per_param=fsdp)
+    with pytest.raises(AssertionError, match="of the setup you chose"):
+        l10.check_fsdp_choice(True, ddp * 1.3e9 / 2**30, ddp_bytes_per_param=ddp, fsdp_bytes_per_param=fsdp)
+    with pytest.raises(AssertionError, match="of the setup you chose"):
+        l10.check_fsdp_choice(True, fsdp * 1.3e9 / 2**31, ddp_bytes_per_param=ddp, fsdp_bytes_per_param=fsdp)
