@@ -612,3 +612,38 @@ def test_decode_benchmark_refuses_duplicates_and_empty_labels(kwargs, words):
     model = GPT(GPTConfig(vocab_size=16, seq_len=8, d_model=16, n_layers=1, n_heads=2))
     with pytest.raises(ValueError, match=words):
         decode_benchmark(model, steps=2, **kwargs)
+
+
+def test_compile_for_inference_shows_the_models_own_error_for_a_wrong_input():
+    model = nn.Sequential(nn.Linear(8, 4))
+    with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied") as info:
+        compile_for_inference(model, torch.ones(2, 5), mode=None, backend="eager")
+    notes = "\n".join(getattr(info.value, "__notes__", []))
+    assert "before compiling" in notes and "Dynamo" not in str(info.value)
+
+
+def test_compile_for_inference_runs_the_model_eagerly_once_before_compiling():
+    calls: list[bool] = []
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        calls.append(torch.compiler.is_compiling())
+        return x * 2
+
+    compile_for_inference(f, torch.ones(3), mode=None, backend="eager", calls=1)
+    assert calls[0] is False  # the first call ran outside the compiler
+
+
+def test_datasheet_bandwidth_by_name_and_memory():
+    from fp16lab.hardware import PEAK_TFLOPS
+    from fp16lab.labs.inference.decode import DATASHEET_GB_S, datasheet_bandwidth
+
+    assert set(DATASHEET_GB_S) == set(PEAK_TFLOPS)  # every card with a peak has a bandwidth
+    assert datasheet_bandwidth("NVIDIA H200") == 4800.0
+    assert datasheet_bandwidth("NVIDIA A100-SXM4-40GB", 39.6) == 1555.0
+    assert datasheet_bandwidth("NVIDIA A100-SXM4-80GB", 79.2) == 2039.0
+    assert datasheet_bandwidth("NVIDIA GeForce RTX 4060 Laptop GPU") == 256.0
+    assert datasheet_bandwidth("Some Future GPU") is None
+    with pytest.raises(ValueError, match="gpu_name must be a GPU name"):
+        datasheet_bandwidth(4800)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="memory_gib must be a number of GiB > 0"):
+        datasheet_bandwidth("NVIDIA H200", "80")  # type: ignore[arg-type]

@@ -323,3 +323,13 @@ def test_load_reference_of_a_misspelt_name_names_the_close_ones(tmp_path, monkey
     assert "'align_sweep'" in capsys.readouterr().out
     assert load_reference("unrelated") == (None, None)
     assert "similar" not in capsys.readouterr().out
+
+
+def test_the_default_results_dir_is_the_repositorys_results_folder():
+    import os
+    from pathlib import Path
+
+    if os.environ.get("FP16LAB_RESULTS_DIR"):
+        pytest.skip("FP16LAB_RESULTS_DIR points elsewhere in this run")
+    assert results.RESULTS_DIR == Path(__file__).resolve().parent.parent / "results"
+    assert (results.RESULTS_DIR / "infer_resnet50.json").is_file()  # a committed reference is found

@@ -34,13 +34,46 @@ from fp16lab.checks import boolean, instance, non_negative_int, one_of, positive
 from fp16lab.device import free_memory, is_oom, model_device, resolve_device
 from fp16lab.gpt import GPT, GPTConfig, flops_per_token
 from fp16lab.labs.inference.graphs import capture_cuda_graph
-from fp16lab.precision import precision_context
+from fp16lab.precision import autocast, precision_context
 from fp16lab.timing import Timing, time_cuda_events, time_fn
 
-__all__ = ["DecodeBytes", "decode_bytes", "CopyBandwidth", "copy_bandwidth", "GRAPH_MODES", "decode_benchmark"]
+__all__ = ["DecodeBytes", "decode_bytes", "CopyBandwidth", "copy_bandwidth", "GRAPH_MODES", "decode_benchmark",
+           "DATASHEET_GB_S", "datasheet_bandwidth"]
 
 GRAPH_MODES = ("eager", "cuda_graph")
 _HALF = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+# Memory bandwidth in GB/s from the vendors' datasheets (cited, not measured), keyed by the peak rows of
+# fp16lab.hardware.PEAK_TFLOPS. The A100 row covers two memory sizes: 40 GB SXM 1555, 80 GB SXM 2039.
+DATASHEET_GB_S: dict[str, float] = {
+    "H200": 4800.0, "H100 SXM": 3350.0, "H100 NVL": 3900.0, "H100 PCIe": 2000.0,
+    "A100": 1555.0, "A10": 600.0, "L40S": 864.0, "L4": 300.0,
+    "RTX 4090D": 1008.0, "RTX 4090": 1008.0, "RTX 4090 Laptop": 576.0, "RTX 4060 Laptop": 256.0,
+    "RTX 3090": 936.0, "RTX 3060": 360.0, "T4": 320.0, "V100": 900.0,
+}
+_A100_80GB_GB_S = 2039.0
+
+
+def datasheet_bandwidth(gpu_name: str, memory_gib: float | None = None) -> float | None:
+    """The datasheet memory bandwidth (GB/s, cited) of a GPU by name, or None for a chip not in the table.
+
+    Why: a decode step's speed limit is its bytes over this figure; the copy measured by
+    :func:`copy_bandwidth` reaches part of it. ``memory_gib`` tells an 80 GB A100 from a 40 GB one.
+    """
+    from fp16lab.hardware import peak_for
+
+    if not isinstance(gpu_name, str) or not gpu_name.strip():
+        raise ValueError(f"gpu_name must be a GPU name such as 'NVIDIA H200', got {gpu_name!r}")
+    if memory_gib is not None and (isinstance(memory_gib, bool) or not isinstance(memory_gib, (int, float))
+                                   or not memory_gib > 0):
+        raise ValueError(f"memory_gib must be a number of GiB > 0 or None, got {memory_gib!r}")
+    peak = peak_for(gpu_name)
+    if peak is None:
+        return None
+    if peak.gpu == "A100" and memory_gib is not None and memory_gib > 60:
+        return _A100_80GB_GB_S
+    return DATASHEET_GB_S.get(peak.gpu)
 
 
 def _itemsize(dtype: torch.dtype) -> int:
@@ -236,11 +269,11 @@ def _plan(model: object, batch_sizes: object, steps: object, max_len: object, gr
 
 def _step_fn(model: GPT, tok: torch.Tensor, pos: torch.Tensor, plan: _DecodePlan) -> Callable[[], None]:
     """One greedy step that feeds itself: next token into ``tok``, position + 1 (mod max_len) into ``pos``."""
-    dtype = plan.autocast
+    precision = {torch.float16: "fp16", torch.bfloat16: "bf16"}.get(plan.autocast, "fp32")  # type: ignore[arg-type]
 
     def step() -> None:
-        with torch.autocast(plan.device.type, dtype=dtype or torch.float32, enabled=dtype is not None,
-                            cache_enabled=False):  # no weight-cast cache: required inside CUDA graphs
+        # cache_enabled=False: no weight-cast cache, required inside CUDA graphs
+        with autocast(precision, plan.device, cache_enabled=False):
             logits = model.decode_step(tok, pos)
         tok.copy_(logits[:, -1].argmax(-1, keepdim=True))
         pos.copy_(torch.remainder(pos + 1, plan.max_len))

@@ -110,6 +110,21 @@ class Compiled:
             return self.fn(*args)
 
 
+def _run_eagerly_once(model: Callable[..., Any], example_args: tuple[Any, ...]) -> None:
+    """Call ``model(*example_args)`` once without the compiler: a wrong input fails with the model's own error.
+
+    (Under ``torch.compile`` the same mistake surfaces as Dynamo's fake-tensor failure.)
+    """
+    try:
+        with torch.no_grad():
+            model(*example_args)
+    except Exception as exc:
+        if hasattr(exc, "add_note"):  # Python 3.11+: keep the model's error, say where it happened
+            exc.add_note("(compile_for_inference: model(*example_args) failed when run eagerly, before compiling: "
+                         "check that example_args are what the model takes)")
+        raise
+
+
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
@@ -122,8 +137,9 @@ def compile_for_inference(
 ) -> Compiled:
     """``torch.compile(model, mode=mode)``, warmed up on ``example_args``; the time that took is kept.
 
-    The first call compiles; with ``mode="reduce-overhead"`` (CUDA graphs through CUDA-graph
-    trees) the next calls record and then replay the graph, so ``calls=3`` (default) calls are
+    The model runs once eagerly first (untimed), so a wrong input fails with the model's own
+    error rather than the compiler's. The first compiled call compiles; with
+    ``mode="reduce-overhead"`` (CUDA graphs through CUDA-graph trees) the next calls record and then replay the graph, so ``calls=3`` (default) calls are
     timed together (synchronised) as ``compile_s``. Calls run under ``torch.no_grad()`` (compile
     has had rough edges with ``inference_mode``). Defaults: ``mode="reduce-overhead"``,
     ``backend="inductor"`` (``mode`` must be None for other backends).
@@ -143,6 +159,7 @@ def compile_for_inference(
         raise ValueError(f"backend {backend!r} is not a torch.compile backend here; allowed: {', '.join(map(repr, known))}")
     calls = positive_int("calls", calls)
     devices = {a.device for a in example_args if isinstance(a, torch.Tensor)}
+    _run_eagerly_once(model, example_args)
     fn = torch.compile(model, mode=mode, backend=backend)
     for d in devices:
         synchronize(d)

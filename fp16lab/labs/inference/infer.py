@@ -31,7 +31,7 @@ from torch import nn
 
 from fp16lab.checks import boolean, instance, non_negative_int, one_of, positive_float, positive_int
 from fp16lab.device import free_memory, is_oom, resolve_device
-from fp16lab.precision import Precision, parse_precision, precision_context
+from fp16lab.precision import Precision, autocast, parse_precision, precision_context
 from fp16lab.timing import DTYPES, Timing, gpu_kernels, time_cuda_events, time_fn
 
 __all__ = [
@@ -210,10 +210,12 @@ def inference_fn(model: nn.Module, x: torch.Tensor, variant: Variant) -> Callabl
 
 
 def _runner(model: nn.Module, x: torch.Tensor, v: Variant) -> Callable[[], Any]:
-    dtype, dev_type = v.autocast_dtype, x.device.type
+    # autocast only in autocast mode; otherwise an FP32 island (any autocast around the call is off)
+    precision = v.precision if v.mode == "autocast" else Precision.FP32
+    dev_type = x.device.type
 
     def run() -> Any:
-        with torch.inference_mode(), torch.autocast(dev_type, dtype=dtype or torch.float32, enabled=dtype is not None):
+        with torch.inference_mode(), autocast(precision, dev_type):
             return model(x)
 
     return run

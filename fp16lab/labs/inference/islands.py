@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from fp16lab.checks import instance
+from fp16lab.precision import autocast
 
 __all__ = ["FP32Island", "keep_in_fp32"]
 
@@ -80,7 +81,7 @@ class FP32Island(nn.Module):
         dtype = _first_floating_dtype((args, kwargs))
         first = next(iter(self.module.parameters()), None)
         dev_type = first.device.type if first is not None else "cpu"
-        with torch.autocast(dev_type, enabled=False):
+        with autocast("fp32", dev_type):  # autocast off inside the island
             out = self.module(*_map_floating(args, torch.float32), **_map_floating(kwargs, torch.float32))
         return _map_floating(out, dtype)
 

@@ -1,0 +1,133 @@
+"""Lesson 08's exercise checks accept the right answer and reject the typical wrong ones."""
+
+from __future__ import annotations
+
+import copy
+
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+from fp16lab.course.answers import l08
+from fp16lab.labs.inference.islands import keep_in_fp32
+
+# ----------------------------------------------------------------- exercise 1: a batch for a budget
+
+
+def sweep() -> pd.DataFrame:
+    batches = [1, 4, 16, 64, 256, 1024]
+    ms = [0.25, 0.7, 1.8, 5.0, 18.0, 70.0]
+    return pd.DataFrame({"batch": batches, "status": "ok", "precision": "fp32", "ms_per_batch": ms,
+                         "items_per_s": [b / m * 1e3 for b, m in zip(batches, ms, strict=True)]})
+
+
+def test_batch_for_budget_accepts_the_most_throughput_within_the_budget(capsys):
+    l08.check_batch_for_budget(sweep(), 64, budget_x=20)
+    assert "✓" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "batch, words",
+    [
+        (1024, "longer than the budget"),  # the most items/s overall: ignores the budget
+        (1, "larger batch serves more"),  # the lowest latency: leaves throughput on the table
+        (16, "larger batch serves more"),
+        (32, "batch sizes your table measured"),
+        (None, "assign the batch size"),
+    ],
+)
+def test_batch_for_budget_rejects_wrong_choices(batch, words):
+    with pytest.raises(AssertionError, match=words):
+        l08.check_batch_for_budget(sweep(), batch, budget_x=20)
+
+
+def test_batch_for_budget_wants_a_table_that_shows_where_the_budget_binds():
+    with pytest.raises(AssertionError, match="measure past the budget"):
+        l08.check_batch_for_budget(sweep()[sweep()["batch"] <= 64], 64, budget_x=20)
+    with pytest.raises(AssertionError, match="include batch 1"):
+        l08.check_batch_for_budget(sweep()[sweep()["batch"] > 1], 64, budget_x=20)
+    with pytest.raises(AssertionError, match="latency_sweep's table"):
+        l08.check_batch_for_budget(None, 64, budget_x=20)
+
+
+# ----------------------------------------------------------------- exercise 2: graphs per process
+
+
+def graph_table(compile_ok: bool = True) -> pd.DataFrame:
+    return pd.DataFrame({
+        "method": ["eager", "CUDA graph (torch.cuda.CUDAGraph)", 'torch.compile(mode="reduce-overhead")'],
+        "status": ["ok", "ok", "ok" if compile_ok else "failed: no compiler"],
+        "ms": [4.0, 0.85, 0.65], "setup_s": [0.0, 0.024, 10.5]})
+
+
+def test_graph_method_counts_the_setup(capsys):
+    l08.check_graph_method(graph_table(), "CUDA graph (torch.cuda.CUDAGraph)", 'torch.compile(mode="reduce-overhead")')
+    l08.check_graph_method(graph_table(False), "CUDA graph (torch.cuda.CUDAGraph)", "CUDA graph (torch.cuda.CUDAGraph)")
+    assert capsys.readouterr().out.count("✓") == 2
+
+
+@pytest.mark.parametrize(
+    "short, long, words",
+    [
+        ('torch.compile(mode="reduce-overhead")', 'torch.compile(mode="reduce-overhead")',
+         "ex_method_short: count the setup"),  # the fastest per call, setup ignored
+        ("eager", "eager", "ex_method_short: count the setup"),  # no setup at all
+        ("CUDA graph (torch.cuda.CUDAGraph)", "CUDA graph (torch.cuda.CUDAGraph)", "ex_method_long: count the setup"),
+        ("graph", "compile", "ex_method_short: use one of the table's method names"),
+        (None, None, "use one of the table's method names"),
+    ],
+)
+def test_graph_method_rejects_wrong_choices(short, long, words):
+    with pytest.raises(AssertionError, match=words):
+        l08.check_graph_method(graph_table(), short, long)
+
+
+# ----------------------------------------------------------------- exercise 3: a plan per card
+
+
+def overflow_net() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(1)
+    net = nn.Sequential(nn.Linear(16, 64), nn.Sequential(nn.LayerNorm(64), nn.Linear(64, 64)), nn.GELU(),
+                        nn.Linear(64, 4))
+    with torch.no_grad():
+        net[1][0].weight.mul_(4e4)
+        net[1][0].bias.mul_(4e4)
+        net[1][1].weight.div_(4e4)
+    return net, torch.randn(64, 16)
+
+
+RIGHT = {"a100-40gb": "bf16 cast", "t4": "fp16 cast + fp32 island"}
+
+
+def test_card_plan_accepts_bf16_where_native_and_an_island_elsewhere(capsys):
+    net, x = overflow_net()
+    l08.check_card_plan(RIGHT, keep_in_fp32(copy.deepcopy(net), ["1"]).half(), net, x)
+    assert "✓" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "plan, build, words",
+    [
+        ({"a100-40gb": "fp16 cast + fp32 island", "t4": "fp16 cast + fp32 island"}, "island",
+         r"ex_plan\['a100-40gb'\]: among what the card runs"),  # an island where BF16 needs none
+        ({"a100-40gb": "bf16 cast", "t4": "bf16 cast"}, "island", r"ex_plan\['t4'\]: that card does not run bf16"),
+        ({"a100-40gb": "fp16 cast", "t4": "fp16 cast"}, "island", r"ex_plan\['a100-40gb'\]: among"),  # overflows
+        (RIGHT, "cast-then-island", "rounded: make the island before casting"),
+        (RIGHT, "layernorm-only", "still has inf/NaN"),
+        (RIGHT, "all-fp32", "cast the T4 model to FP16"),
+        (RIGHT, "same", "work on a copy"),
+        (None, "island", "ex_plan must be a dict"),
+    ],
+)
+def test_card_plan_rejects_wrong_answers(plan, build, words):
+    net, x = overflow_net()
+    model = {
+        "island": lambda: keep_in_fp32(copy.deepcopy(net), ["1"]).half(),
+        "cast-then-island": lambda: keep_in_fp32(copy.deepcopy(net).half(), ["1"]),
+        "layernorm-only": lambda: keep_in_fp32(copy.deepcopy(net), ["1.0"]).half(),
+        "all-fp32": lambda: copy.deepcopy(net),
+        "same": lambda: net,
+    }[build]()
+    with pytest.raises(AssertionError, match=words):
+        l08.check_card_plan(plan, model, net, x)
