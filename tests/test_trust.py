@@ -125,17 +125,6 @@ def test_course_helpers_refuse_a_bare_string_for_a_list(tmp_path: Path) -> None:
         readme.targets_table("07 transformers")
 
 
-def test_multi_gpu_experiments_refuse_a_bare_string_before_touching_the_world() -> None:
-    from fp16lab.labs.multi_gpu import compress_hooks, ddp_vs_single
-
-    with pytest.raises(ValueError, match=r"precisions must be a list.*pass a list, e\.g\. \['fp16'\]"):
-        ddp_vs_single(None, precisions="fp16")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match=r"precisions\[1\]: unknown precision 'fp8'"):
-        ddp_vs_single(None, precisions=["fp16", "fp8"])  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match=r"hooks must be a list.*pass a list"):
-        compress_hooks(None, hooks="fp16_compress")  # type: ignore[arg-type]
-
-
 # ---------------------------------------------------------------- 3. the optimizer holds the model's parameters
 
 

@@ -153,13 +153,13 @@ class Evaluate(Callback):
 
     def __init__(self, loader: Iterable[Batch] | None = None,
                  fn: Callable[[nn.Module], Mapping[str, Any]] | None = None, every: int | None = None) -> None:
-        if loader is None and fn is None:
-            raise ValueError("Evaluate needs something to evaluate: give loader= and/or fn=")
         if loader is not None:
             _check_loader("loader", loader)
         self.loader = loader
         self.fn = function("fn", fn, "a function model -> dict", n_args=1, optional=True)
         self.every = _every(every)
+        if loader is None and fn is None:
+            raise ValueError("Evaluate needs something to evaluate: give loader= and/or fn=")
 
     def after_step(self, run: _Run, step: int, result: StepResult) -> None:
         if not _due(step, run.plan.steps, self.every):
@@ -180,6 +180,7 @@ class Schedule(Callback):
     order = 0
 
     def __init__(self, scheduler: Any) -> None:
+        _check_scheduler(scheduler, None)  # its type here; the optimizer it drives when fit starts
         self.scheduler = scheduler
 
     def check(self, plan: _Plan) -> None:

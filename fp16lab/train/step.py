@@ -99,6 +99,32 @@ def _check_core(model: object, optimizer: object, scaler: object) -> list[torch.
     return optimizer_holds(model, optimizer)  # the one check, shared with every helper that takes both
 
 
+def _scan(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[list[torch.nn.Parameter],
+                                                                       list[torch.nn.Parameter]]:
+    """One pass over the model: (the trainable parameters the optimizer holds, every trainable parameter).
+
+    The per-step fast path of :func:`fp16lab.checks.optimizer_holds` (``every=False``): when the
+    optimizer holds none of them, that one check runs and raises its message; stale gradients
+    are refused by :func:`_refuse_stale_grads`. A second walk of a large model's modules costs a
+    measurable share of a fast step.
+    """
+    held = {id(q) for g in optimizer.param_groups for q in g["params"]}
+    mine: list[torch.nn.Parameter] = []
+    every: list[torch.nn.Parameter] = []
+    stale = False
+    for q in model.parameters():
+        if q.requires_grad:
+            every.append(q)
+            stale = stale or q.grad is not None
+            if id(q) in held:
+                mine.append(q)
+    if not mine:
+        optimizer_holds(model, optimizer, every=False)  # raises, naming what is wrong
+    if stale:
+        _refuse_stale_grads(model)
+    return mine, every
+
+
 def _refuse_stale_grads(model: nn.Module) -> None:
     """Refuse gradients train_step did not write: backward() would add this step's to them."""
     stale = [n for n, q in model.named_parameters() if q.requires_grad and q.grad is not None]
@@ -216,8 +242,13 @@ def _step(
     channels_last: bool,
     track_grad_norm: bool,
     scale_before: float,
+    trainable: list[torch.nn.Parameter] | None = None,
 ) -> StepResult:
-    """:func:`train_step` on parsed arguments (fit calls this: nothing is re-validated per step)."""
+    """:func:`train_step` on parsed arguments (fit calls this: nothing is re-validated per step).
+
+    ``trainable``: every trainable parameter of the model, whose gradients the step clears at the
+    end (default ``params``, what fit passes: there the optimizer holds them all).
+    """
     pairs = [_split(b) for b in batches]
     sizes = [_n_samples(y) for _, y in pairs]
     if 0 in sizes:
@@ -253,7 +284,8 @@ def _step(
             grad_norm = _total_norm([q.grad for q in params if q.grad is not None])
     scaler.step(optimizer)
     scaler.update()
-    model.zero_grad(set_to_none=True)  # every gradient this step's backward wrote, not only the optimizer's
+    for q in trainable if trainable is not None else params:  # every gradient this step's backward wrote,
+        q.grad = None                                             # not only the optimizer's (as model.zero_grad)
     scale_t = _scale_tensor(scaler, dev)
     stats = [loss_sum, correct.float()]
     if grad_norm is not None:
@@ -315,8 +347,7 @@ def train_step(
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise ValueError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
-    params = optimizer_holds(model, optimizer, every=False)
-    _refuse_stale_grads(model)
+    params, trainable = _scan(model, optimizer)
     if not isinstance(scaler, torch.amp.GradScaler):
         raise ValueError(f"scaler must be a torch.amp.GradScaler, got {type(scaler).__name__}")
     if not isinstance(batches, Sequence) or isinstance(batches, (str, bytes)) or len(batches) == 0:
@@ -331,6 +362,7 @@ def train_step(
         clip=positive_float("clip_grad_norm", clip_grad_norm) if clip_grad_norm is not None else None,
         scheduler=scheduler, channels_last=boolean("channels_last", channels_last),
         track_grad_norm=boolean("track_grad_norm", track_grad_norm), scale_before=scaler.get_scale(),
+        trainable=trainable,
     )
 
 

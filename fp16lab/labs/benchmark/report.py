@@ -263,6 +263,7 @@ def profile_table(metadata: dict[str, Any], value: str = "share_of_step") -> pd.
 
 def _profile_of(metadata: dict[str, Any], config: str) -> pd.DataFrame:
     profiles = _profiles(metadata)
+    instance("config", config, str, "a configuration name (str), e.g. 'article'")
     if config not in profiles:
         raise ValueError(f"config {config!r} was not profiled in this run; profiled: {sorted(profiles)!r}")
     f = pd.DataFrame(profiles[config])

@@ -113,16 +113,16 @@ def _filter(cfgs: list[BenchConfig], precisions: Sequence[str] | None) -> list[B
     return out
 
 
-def compile_modes_arg(modes: object) -> tuple[str, ...]:
-    """``modes`` as a tuple of :data:`~fp16lab.labs.benchmark.configs.COMPILE_MODES` keys, no repeats."""
-    if isinstance(modes, (str, bytes)) or not isinstance(modes, Sequence):
+def compile_modes_arg(compile_modes: object) -> tuple[str, ...]:
+    """``compile_modes`` as a tuple of :data:`~fp16lab.labs.benchmark.configs.COMPILE_MODES` keys, no repeats."""
+    if isinstance(compile_modes, (str, bytes)) or not isinstance(compile_modes, Sequence):
         raise ValueError(f"compile_modes must be a list of torch.compile modes from {list(COMPILE_MODES)!r}, "
-                         f"got {modes!r:.80}")
-    for m in modes:
+                         f"got {compile_modes!r:.80}")
+    for m in compile_modes:
         one_of("compile_modes entry", m, tuple(COMPILE_MODES))
-    if len(set(modes)) != len(modes):
-        raise ValueError(f"compile_modes repeat a mode: {list(modes)!r}")
-    return tuple(modes)
+    if len(set(compile_modes)) != len(compile_modes):
+        raise ValueError(f"compile_modes repeat a mode: {list(compile_modes)!r}")
+    return tuple(compile_modes)
 
 
 def _with_modes(cfgs: list[BenchConfig], rep: list[BenchConfig], modes: tuple[str, ...],

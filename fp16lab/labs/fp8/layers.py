@@ -28,7 +28,7 @@ from typing import Any
 import pandas as pd
 from torch import nn
 
-from fp16lab.checks import instance, one_of, positive_int
+from fp16lab.checks import instance, one_of, positive_int, sequence_of
 
 __all__ = ["RECIPES", "TorchaoStatus", "torchao_status", "summarize_import_noise", "Fp8Filter", "fp8_plan", "to_fp8_training",
            "float8_layers", "recipe_table"]  # fmt: skip
@@ -61,6 +61,11 @@ _IMPORT_NOTES: list[str] = []  # what the first import of torchao printed, summa
 def summarize_import_noise(records: "list[logging.LogRecord]", caught: "list[warnings.WarningMessage]",
                            stderr: str) -> str:
     """One labelled line for what an import printed: optional extensions not loaded, warnings, other stderr."""
+    records = sequence_of("records", records, example="[] (logging.LogRecord entries)", allow_empty=True,
+                          item=lambda n, r: instance(n, r, logging.LogRecord, "a logging.LogRecord"))
+    caught = sequence_of("caught", caught, example="[] (warnings.catch_warnings(record=True) entries)", allow_empty=True,
+                         item=lambda n, w: instance(n, w, warnings.WarningMessage, "a warnings.WarningMessage"))
+    instance("stderr", stderr, str, "the captured stderr text (str)")
     parts = []
     failed = [re.sub(r"\..*$", "", Path(m.group(1)).name)
               for r in records if (m := re.search(r"Failed to load (\S+?):", r.getMessage()))]

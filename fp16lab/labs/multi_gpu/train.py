@@ -46,6 +46,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from fp16lab.checks import instance, sequence_of
 from fp16lab.device import synchronize
 from fp16lab.hardware import gpu_facts
 from fp16lab.precision import autocast
@@ -89,7 +90,14 @@ def _positive(text: str) -> int:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The command line; refused values end in one line naming the argument and the allowed values."""
+    """The command line; refused values end in one line naming the argument and the allowed values.
+
+    ``argv``: the arguments as a list of str (default ``sys.argv[1:]``); a bare string is refused,
+    argparse would read it letter by letter.
+    """
+    if argv is not None:
+        argv = sequence_of("argv", argv, example="['--precision', 'bf16', '--steps', '10', '--out', 'r.json']",
+                           allow_empty=True, item=lambda n, a: instance(n, a, str, "a command-line argument (str)"))
     p = _Parser(prog="fp16lab.labs.multi_gpu.train", description=__doc__,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--precision", required=True, choices=tuple(DTYPES), help="fp32 (true FP32), fp16 or bf16")

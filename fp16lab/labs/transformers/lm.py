@@ -386,6 +386,9 @@ def sdpa_default_kernel(capability: tuple[int, int] | None, dtype: torch.dtype, 
           and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in capability))
     if not ok:
         raise ValueError(f"capability must be None (the CPU) or a (major, minor) tuple such as (8, 9), got {capability!r}")
+    if cudnn_version is not None:
+        instance("cudnn_version", cudnn_version, int, "an int such as 91500 (cuDNN 9.15), -1 (the installed "
+                 "cuDNN's, default) or None (no cuDNN)")
     if cudnn_version == -1:
         cudnn_version = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     half = dtype in (torch.float16, torch.bfloat16)
