@@ -368,3 +368,17 @@ def test_run_benchmark_checks_an_unused_sweep_configs_too() -> None:
         run_benchmark("resnet18", configs=["fp32_true"], sweep_configs=5, device="cpu")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="sweep_configs: unknown configuration 'fp16_typo'"):
         run_benchmark("resnet18", configs=["fp32_true"], sweep_configs=["fp16_typo"], device="cpu")
+
+
+def test_train_step_walks_again_when_the_optimizer_is_re_pointed() -> None:
+    """train_step remembers the model's parameters per optimizer; re-pointing it (as pad_layers does) is seen."""
+    m = _mlp()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    _step(m, opt, 0)
+    new = nn.Parameter(m[0].weight.detach().clone())
+    old = m[0].weight
+    m[0].weight = new
+    group = opt.param_groups[0]["params"]
+    group[[i for i, q in enumerate(group) if q is old][0]] = new
+    _step(m, opt, 1)
+    assert all(p.grad is None for p in m.parameters())  # the new parameter's gradient was cleared too

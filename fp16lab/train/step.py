@@ -24,6 +24,7 @@ it (history, checkpoints, divergence) is :func:`fp16lab.train.fit`.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -99,28 +100,36 @@ def _check_core(model: object, optimizer: object, scaler: object) -> list[torch.
     return optimizer_holds(model, optimizer)  # the one check, shared with every helper that takes both
 
 
-def _scan(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[list[torch.nn.Parameter],
-                                                                       list[torch.nn.Parameter]]:
-    """One pass over the model: (the trainable parameters the optimizer holds, every trainable parameter).
+# optimizer -> {id(model): (model, the optimizer's parameter ids then, the trainable parameters it holds,
+#                           every trainable parameter)}
+_SCANS: "weakref.WeakKeyDictionary[torch.optim.Optimizer, dict[int, tuple[Any, tuple[int, ...], list[Any], list[Any]]]]" \
+    = weakref.WeakKeyDictionary()
 
-    The per-step fast path of :func:`fp16lab.checks.optimizer_holds` (``every=False``): when the
-    optimizer holds none of them, that one check runs and raises its message; stale gradients
-    are refused by :func:`_refuse_stale_grads`. A second walk of a large model's modules costs a
-    measurable share of a fast step.
-    """
+
+def _walk(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[list[torch.nn.Parameter],
+                                                                       list[torch.nn.Parameter]]:
+    """One walk of the model: (the trainable parameters the optimizer holds, every trainable parameter)."""
     held = {id(q) for g in optimizer.param_groups for q in g["params"]}
-    mine: list[torch.nn.Parameter] = []
-    every: list[torch.nn.Parameter] = []
-    stale = False
-    for q in model.parameters():
-        if q.requires_grad:
-            every.append(q)
-            stale = stale or q.grad is not None
-            if id(q) in held:
-                mine.append(q)
+    every = [q for q in model.parameters() if q.requires_grad]
+    mine = [q for q in every if id(q) in held]
     if not mine:
         optimizer_holds(model, optimizer, every=False)  # raises, naming what is wrong
-    if stale:
+    return mine, every
+
+
+def _scan(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[list[torch.nn.Parameter],
+                                                                       list[torch.nn.Parameter]]:
+    """:func:`_walk`, once per (model, optimizer): a walk of a large model's modules is a measurable share of
+    a fast step (ResNet-50 on an H200). The optimizer must be rebuilt after the model changes (documented), so
+    a new optimizer walks the model again; a parameter frozen later only has no gradient to clear."""
+    per_model = _SCANS.setdefault(optimizer, {})
+    ids = tuple(id(q) for g in optimizer.param_groups for q in g["params"])  # re-pointed (pad_layers): walk again
+    hit = per_model.get(id(model))
+    if hit is None or hit[0] is not model or hit[1] != ids:
+        hit = (model, ids, *_walk(model, optimizer))
+        per_model[id(model)] = hit
+    _, _, mine, every = hit
+    if any(q.grad is not None for q in every):
         _refuse_stale_grads(model)
     return mine, every
 
