@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from fp16lab.course.answers import verdict
+from fp16lab.precision import autocast
 
 __all__ = ["check_fixed_loop", "check_first_applied", "check_resume"]
 
@@ -33,7 +34,7 @@ def _reference(model: nn.Module, batches: Sequence[Any], device: torch.device) -
     opt = torch.optim.SGD(want.parameters(), lr=0.05)
     scaler = torch.amp.GradScaler(device.type)
     for x, y in batches:
-        with torch.autocast(device_type=device.type, dtype=torch.float16):
+        with autocast("fp16", device):  # torch.autocast(device.type, dtype=torch.float16), built in one place
             loss = nn.functional.cross_entropy(want(x.to(device)), y.to(device))
         scaler.scale(loss).backward()
         scaler.unscale_(opt)
