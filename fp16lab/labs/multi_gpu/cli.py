@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -57,29 +58,54 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else ""), "OMP_NUM_THREADS": "1"}
 
 
+_RUNNING: list[subprocess.Popen[str]] = []  # torchruns started by this process and not yet waited for
+
+
+def _slots(nproc: int) -> int:
+    """How many torchruns may run at once: each rank wants a core, and ranks that wait on a busy CPU miss
+    the rendezvous and gloo timeouts (a 2-core CI machine runs them one at a time)."""
+    return max(1, (os.cpu_count() or 1) // (2 * max(1, nproc)))
+
+
 def start_script(script_args: Sequence[str], nproc: int = 2) -> tuple[subprocess.Popen[str], Path]:
-    """Start one torchrun of the script in the background; (process, the JSON path it will write)."""
+    """Start one torchrun of the script in the background; (process, the JSON path it will write).
+
+    When as many torchruns as this machine's cores allow are still running, it first waits for one
+    of them to end. The run's output goes to ``<out>.log`` beside the JSON.
+    """
     args = list(map(str, script_args))
     if "--out" not in args:
         args += ["--out", tempfile.mkstemp(suffix=".json", prefix="fp16lab_train_")[1]]
     out = Path(args[args.index("--out") + 1])
-    proc = subprocess.Popen(torchrun_command(args, nproc), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=_env())
+    while sum(p.poll() is None for p in _RUNNING) >= _slots(nproc):
+        time.sleep(0.2)
+    _RUNNING[:] = [p for p in _RUNNING if p.poll() is None]
+    with open(out.with_suffix(".log"), "w", encoding="utf-8") as log:  # a file, never a pipe that can fill up
+        proc = subprocess.Popen(torchrun_command(args, nproc), stdout=log, stderr=subprocess.STDOUT, text=True,
+                                env=_env())
+    _RUNNING.append(proc)
     return proc, out
+
+
+def _why(log: str) -> str:
+    """The line of a failed run's log that says why (not the launcher's ChildFailedError wrapper)."""
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip() and not ln.startswith(("W1", "I1", " "))]
+    named = [ln for ln in lines if ("error:" in ln or "Error" in ln) and "ChildFailedError" not in ln]
+    return named[0] if named else (lines[-1] if lines else "no output")
 
 
 def finish_script(proc: subprocess.Popen[str], out: Path, timeout: float = 600.0) -> dict[str, Any]:
     """Wait (at most ``timeout`` s) and read the JSON; a failure is a RuntimeError of one line."""
     try:
-        log, _ = proc.communicate(timeout=timeout)
+        proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
-        proc.communicate()
+        proc.wait()
         raise RuntimeError(f"torchrun did not finish within {timeout:g} s and was stopped") from None
+    log_path = out.with_suffix(".log")
     if proc.returncode != 0:
-        lines = [ln for ln in log.splitlines() if ln.strip() and not ln.startswith(("W1", "I1", " "))]
-        why = next((ln for ln in lines if "error:" in ln or "Error" in ln), lines[-1] if lines else "no output")
-        raise RuntimeError(f"torchrun exited with status {proc.returncode}: {why.strip()}")
+        log = log_path.read_text(encoding="utf-8", errors="replace") if log_path.exists() else ""
+        raise RuntimeError(f"torchrun exited with status {proc.returncode}: {_why(log)} (log: {log_path})")
     return dict(json.loads(out.read_text()))
 
 
