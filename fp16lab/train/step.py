@@ -250,14 +250,22 @@ def _step(
     scheduler: Any | None,
     channels_last: bool,
     track_grad_norm: bool,
-    scale_before: float,
+    scale_before: float | None,
     trainable: list[torch.nn.Parameter] | None = None,
 ) -> StepResult:
     """:func:`train_step` on parsed arguments (fit calls this: nothing is re-validated per step).
 
+    ``scale_before``: the scale at the start (fit keeps it); None reads it on the device, with the
+    step's other numbers, so the step waits for the device only once.
+
     ``trainable``: every trainable parameter of the model, whose gradients the step clears at the
     end (default ``params``, what fit passes: there the optimizer holds them all).
     """
+    before_t = _scale_tensor(scaler, dev) if scale_before is None else None
+    if before_t is not None:
+        before_t = before_t.clone()  # scaler.update() changes the scale in place
+    elif scale_before is None:
+        scale_before = scaler.get_scale()
     pairs = [_split(b) for b in batches]
     sizes = [_n_samples(y) for _, y in pairs]
     if 0 in sizes:
@@ -285,12 +293,18 @@ def _step(
         raise ValueError("none of the optimizer's parameters got a gradient from this model's loss: build the "
                          "optimizer from model.parameters() of this model, after any change to the model")
     grad_norm = None
-    if clip is not None or track_grad_norm:
-        scaler.unscale_(optimizer)  # no-op when the scaler is disabled
-        if clip is not None:
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, clip)
-        else:
-            grad_norm = _total_norm([q.grad for q in params if q.grad is not None])
+    if clip is not None:
+        scaler.unscale_(optimizer)  # clipping needs the true gradients (no-op when the scaler is disabled)
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, clip)
+    elif track_grad_norm:
+        # The scaled gradients' norm over the scale: exact (a power of two), and with no unscale_ here
+        # scaler.step keeps a fused optimizer's path without a host sync.
+        grad_norm = _total_norm([q.grad for q in params if q.grad is not None])
+        scale_now = _scale_tensor(scaler, dev)
+        if scale_now is not None:
+            grad_norm = grad_norm.float() / scale_now
+        elif scaler.is_enabled():
+            grad_norm = grad_norm.float() / scaler.get_scale()
     scaler.step(optimizer)
     scaler.update()
     for q in trainable if trainable is not None else params:  # every gradient this step's backward wrote,
@@ -299,10 +313,15 @@ def _step(
     stats = [loss_sum, correct.float()]
     if grad_norm is not None:
         stats.append(grad_norm.float().to(dev))
+    if before_t is not None:
+        stats.append(before_t)
     if scale_t is not None:
         stats.append(scale_t)
     values = torch.stack(stats).tolist()  # the one host-device sync of the step
     scale = values[-1] if scale_t is not None else scaler.get_scale()  # disabled: 1.0, no sync
+    if before_t is not None:
+        scale_before = values[-2] if scale_t is not None else values[-1]
+    assert scale_before is not None
     skipped = scaler.is_enabled() and scale < scale_before
     if scheduler is not None and not skipped:
         scheduler.step()
@@ -349,8 +368,10 @@ def train_step(
     ``None`` at the end (``model.zero_grad``, not only the optimizer's), so the next step,
     also one with another optimizer of the same model, starts clean.
     The inputs are moved with ``non_blocking=True`` (fast from pinned memory). The host waits
-    for the device once, at the end, to read the numbers it returns (and once at the start,
-    for the scale; :func:`fit` keeps that number instead).
+    for the device once, at the end, to read the numbers it returns (the scale before and after
+    included). Without clipping the gradients are not unscaled in place: the norm is that of the
+    scaled gradients over the scale (exact: a power of two), so a fused optimizer
+    (``Adam(fused=True)``) still takes GradScaler's path without a host sync.
     """
     if not isinstance(model, nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -370,7 +391,7 @@ def train_step(
         loss_fn=_loss_fn(loss_fn),
         clip=positive_float("clip_grad_norm", clip_grad_norm) if clip_grad_norm is not None else None,
         scheduler=scheduler, channels_last=boolean("channels_last", channels_last),
-        track_grad_norm=boolean("track_grad_norm", track_grad_norm), scale_before=scaler.get_scale(),
+        track_grad_norm=boolean("track_grad_norm", track_grad_norm), scale_before=None,
         trainable=trainable,
     )
 
