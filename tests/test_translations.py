@@ -101,6 +101,8 @@ def test_parse_refuses_a_cell_translated_twice_and_bad_types():
     block = f"<!-- cell c1 en:{digest('x')} -->\n甲\n"
     with pytest.raises(ValueError, match="'c1' is translated twice"):
         parse(block + block)
+    with pytest.raises(ValueError, match=r"line 3 looks like a block header but is not one: '<!-- cell c2 en:ab -->'"):
+        parse(block + "<!-- cell c2 en:ab -->\n乙\n")
     with pytest.raises(ValueError, match="text must be a str"):
         parse(None)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="entries must be a list.*pass a list"):

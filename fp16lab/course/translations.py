@@ -112,11 +112,14 @@ def parse(text: str) -> dict[str, Entry]:
                 raise ValueError(f"cell {current[0]!r} is translated twice")
             entries[current[0]] = Entry(current[0], current[1], "\n".join(body).strip("\n"))
 
-    for line in text.splitlines():
+    for n, line in enumerate(text.splitlines(), 1):
         m = HEADER.match(line)
         if m:
             close()
             current, body = (m["id"], m["digest"]), []
+        elif line.lstrip().startswith("<!-- cell "):
+            raise ValueError(f"line {n} looks like a block header but is not one: {line!r}; a header is exactly "
+                             "'<!-- cell ID en:DIGEST -->' (12 hex digits), as the skeleton writes it")
         elif current is not None:
             body.append(line)
     close()
