@@ -20,6 +20,8 @@ the tools around the lessons, each reachable from ``python -m fp16lab <command>`
 - ``readme``: README tables generated from committed results (targets of the newer lessons)
 - ``portability``: every lesson under each hardware profile on a GPU, recorded in
   ``results/portability.json`` (``portability``)
+- ``translations``: the Chinese edition, ``notebooks/zh/``, made from the English lessons and one
+  translation file per lesson, and kept in step by test (``translations``)
 
 Nothing here imports torch at import time.
 """
@@ -37,6 +39,7 @@ __all__ = [
     "prose",
     "readme",
     "student",
+    "translations",
     "verify",
     "workshop",
     "workspace",
