@@ -12,10 +12,17 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["LANG_ENV", "LANGUAGES", "language", "tr", "ZH"]
+__all__ = ["LANG_ENV", "LANGUAGES", "check_lang", "language", "tr", "ZH"]
 
 LANG_ENV = "FP16LAB_LANG"
 LANGUAGES = ("en", "zh")
+
+
+def check_lang(name: str, value: object) -> str:
+    """``value`` if it is one of :data:`LANGUAGES`; else ValueError naming ``name`` (explicit input is checked)."""
+    if not isinstance(value, str) or value not in LANGUAGES:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, LANGUAGES))}; got {value!r}")
+    return value
 
 
 def language(lang: str | None = None) -> str:
