@@ -114,7 +114,8 @@ class Report:
                 f'<td style="color:{colour};font-weight:bold">{c.status.value}</td>'
                 f'<td style="text-align:left">{_code_spans(html.escape(c.fix))}</td></tr>'
             )
-        head = "<tr>" + "".join(f"<th>{html.escape(tr(h))}</th>" for h in ("check", "value", "status", "fix")) + "</tr>"
+        heads = (tr("check"), tr("value"), tr("status"), tr("fix"))
+        head = "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in heads) + "</tr>"
         return f"<table>{head}{''.join(rows)}</table>"
 
 
