@@ -93,7 +93,7 @@ class Report:
         for c in self.checks:
             lines.append(f"[{c.status.value:4}] {c.name:<{w}}  {c.value}")
             if c.fix:
-                lines.append(f"{'':7}{'':<{w}}  {tr('fix:')} {c.fix}")
+                lines.append(f"{'':7}{'':<{w}}  " + tr("fix: {fix}", fix=c.fix))
         verdict = tr("no FAIL rows") if self.ok else tr("at least one FAIL row: see the fixes above")
         lines.append(tr("verdict: {verdict}", verdict=verdict))
         return "\n".join(lines)

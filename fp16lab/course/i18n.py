@@ -395,7 +395,7 @@ ZH: dict[str, str] = {
     "value": "值",
     "status": "状态",
     "fix": "修复方法",
-    "fix:": "修复：",
+    "fix: {fix}": "修复：{fix}",
     "verdict: {verdict}": "结论：{verdict}",
     "no FAIL rows": "没有 FAIL 行",
     "at least one FAIL row: see the fixes above": "至少有一行 FAIL：见上面的修复方法",
@@ -431,6 +431,7 @@ ZH: dict[str, str] = {
         "请用 fp16 加 GradScaler；这里 `torch.cuda.is_bf16_supported()` 可能仍返回 True，因为 bf16 是模拟的（很慢）",
     "FP32 matmuls run at plain FP32 speed": "FP32 矩阵乘法以普通 FP32 的速度运行",
     # -- banners: the mode, the committed GPU reference, the stored outputs -------------------------------------
+    "{title} ({reason}): {meaning}": "{title}（{reason}）：{meaning}",
     "QUICK MODE": "快速模式",
     "FULL MODE": "完整模式",
     "FULL-SMOKE MODE": "完整模式（冒烟运行）",

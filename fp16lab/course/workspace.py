@@ -117,6 +117,8 @@ def _folders(root: Path, lang: str) -> tuple[Path, Path]:
 def _sources(root: Path, lang: str = "en") -> list[tuple[Path, Path]]:
     """(reference notebook, its place in the workspace) for every lesson and student copy of ``lang``."""
     nbdir, work = _folders(root, lang)
+    if not nbdir.is_dir():  # a checkout without that edition: prepare says "no lessons found"
+        return []
     pairs = [(p, work / p.name) for p in _paths.lessons(nbdir)]
     student = nbdir / "student"
     pairs += [(p, work / "student" / p.name) for p in (_paths.lessons(student) if student.is_dir() else [])]

@@ -61,7 +61,7 @@ class Mode:
         return tr("FULL-SMOKE MODE") if self.smoke else tr("FULL MODE")
 
     def __str__(self) -> str:
-        return f"{self.title} ({self.reason}): {self.meaning}"
+        return tr("{title} ({reason}): {meaning}", title=self.title, reason=self.reason, meaning=self.meaning)
 
     def _repr_html_(self) -> str:
         import html
