@@ -9,6 +9,7 @@ glossary (notebooks/zh/README.md, column 不要用) rules out.
 from __future__ import annotations
 
 import ast
+import os
 import re
 import string
 import subprocess
@@ -64,8 +65,10 @@ def test_fields_fill_the_same_values_in_both_languages(monkeypatch):
 
 def test_an_explicit_language_is_checked():
     with pytest.raises(ValueError, match=r"lang must be one of 'en', 'zh'; got 'fr'"):
-        i18n.check_lang("lang", "fr")
-    assert i18n.check_lang("--lang", "zh") == "zh"
+        i18n.check_lang("fr")
+    assert i18n.check_lang("zh", "--lang") == "zh"
+    with pytest.raises(TypeError, match="msgid must be a str"):
+        tr(None)  # type: ignore[arg-type]
 
 
 # ---- hints and verdicts -------------------------------------------------------------------------
@@ -145,7 +148,7 @@ def test_the_doctor_in_chinese_keeps_ok_warn_fail(zh, fake_gpu):
 
 
 def test_cli_doctor_prints_chinese():
-    env = {**__import__("os").environ, i18n.LANG_ENV: "zh"}
+    env = {**os.environ, i18n.LANG_ENV: "zh"}
     out = subprocess.run([sys.executable, "-m", "fp16lab", "doctor"], capture_output=True, text=True, env=env,
                          cwd=ROOT)
     assert "结论：" in out.stdout, out.stdout + out.stderr

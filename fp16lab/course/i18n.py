@@ -12,21 +12,23 @@ from __future__ import annotations
 
 import os
 
+from fp16lab import checks
+
 __all__ = ["LANG_ENV", "LANGUAGES", "check_lang", "language", "tr", "ZH"]
 
 LANG_ENV = "FP16LAB_LANG"
 LANGUAGES = ("en", "zh")
 
 
-def check_lang(name: str, value: object) -> str:
+def check_lang(value: object, name: str = "lang") -> str:
     """``value`` if it is one of :data:`LANGUAGES`; else ValueError naming ``name`` (explicit input is checked)."""
-    if not isinstance(value, str) or value not in LANGUAGES:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, LANGUAGES))}; got {value!r}")
-    return value
+    return checks.one_of(name, value, LANGUAGES)
 
 
 def language(lang: str | None = None) -> str:
     """``lang`` if given and known, else ``FP16LAB_LANG`` if known, else English (a switch never raises)."""
+    if lang is not None and not isinstance(lang, str):
+        raise TypeError(f"lang must be a str or None, got {type(lang).__name__}")
     raw = lang if lang is not None else os.environ.get(LANG_ENV, "")
     value = raw.strip().lower().replace("_", "-")
     if value in ("zh-cn", "zh-hans"):
@@ -40,6 +42,8 @@ def tr(msgid: str, /, *, lang: str | None = None, **fields: object) -> str:
     Without fields the text is returned as it is (literal braces need no escaping); with fields it
     is a :meth:`str.format` template, in both languages.
     """
+    if not isinstance(msgid, str):
+        raise TypeError(f"msgid must be a str (the English text), got {type(msgid).__name__}")
     text = ZH.get(msgid, msgid) if language(lang) == "zh" else msgid
     return text.format(**fields) if fields else text
 

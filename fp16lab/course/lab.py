@@ -31,6 +31,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +94,7 @@ def write_lab_settings(folder: "str | Path", *, lang: str = "en") -> Path:
 
     ``lang="zh"`` also sets JupyterLab's interface language (``locale`` zh_CN, from the language pack).
     """
-    check_lang("lang", lang)
+    check_lang(lang)
     target = _path("folder", folder)
     target.mkdir(parents=True, exist_ok=True)
     data = _merge(_env_overrides(), SETTINGS_OVERRIDES)
@@ -144,19 +145,21 @@ def lab_command(
 
 def start_page(lang: str = "en") -> str:
     """The start page of a language's lab, relative to notebooks/: README.md or zh/README.md."""
-    return "README.md" if check_lang("lang", lang) == "en" else f"{lang}/README.md"
+    return "README.md" if check_lang(lang) == "en" else f"{lang}/README.md"
 
 
 def lab_settings_dir(notebooks: "str | Path", lang: str = "en") -> Path:
     """This lab's settings folder: notebooks/work/.lab-settings, or work/zh/.lab-settings for Chinese."""
     work = _path("notebooks", notebooks) / "work"
-    return work / SETTINGS_DIR if check_lang("lang", lang) == "en" else work / lang / SETTINGS_DIR
+    return work / SETTINGS_DIR if check_lang(lang) == "en" else work / lang / SETTINGS_DIR
 
 
-def lab_env(lang: str = "en", base: "dict[str, str] | None" = None) -> dict[str, str]:
+def lab_env(lang: str = "en", base: "Mapping[str, str] | None" = None) -> dict[str, str]:
     """The lab's environment (``base``, default this process's): ``FP16LAB_LANG`` set for its kernels."""
+    if base is not None and not isinstance(base, Mapping):
+        raise TypeError(f"base must be a mapping of environment variables or None, got {type(base).__name__}")
     env = dict(os.environ if base is None else base)
-    env[LANG_ENV] = check_lang("lang", lang)
+    env[LANG_ENV] = check_lang(lang)
     return env
 
 
@@ -165,7 +168,7 @@ def _lab(args: argparse.Namespace) -> int:
 
     if not 1 <= args.port <= 65535:
         raise ValueError(f"--port must be 1..65535, got {args.port!r}")
-    lang = check_lang("--lang", args.lang)
+    lang = check_lang(args.lang, "--lang")
     root = _paths.repo_root()
     nbdir = _paths.notebooks_dir(root)
     start = args.open or start_page(lang)

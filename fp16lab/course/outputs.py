@@ -109,7 +109,7 @@ def note_text(meta: dict[str, Any], *, copy: bool = False, lang: str = "en") -> 
     the wording for the reference lesson itself). ``lang``: the notebook's language, "en" (default)
     or "zh" (:mod:`fp16lab.course.i18n`); the Chinese note points at the Chinese copies, notebooks/work/zh/.
     """
-    check_lang("lang", lang)
+    check_lang(lang)
     where = meta.get("outputs_from") or tr("{device} ({mode} mode)", lang=lang, device=meta.get("device"),
                                            mode=meta.get("mode"))
     detail = ", ".join(str(x) for x in (f"torch {meta['torch']}" if meta.get("torch") else None,
@@ -160,8 +160,9 @@ def set_reference_note(nb: Any, *, meta: dict[str, Any] | None = None, copy: boo
     """Put (or refresh) the reference note first in the first code cell's outputs.
 
     Uses ``meta`` (default: the stamp in ``nb.metadata['fp16lab']``); raises ValueError when
-    there is none. ``copy=True``: the wording for a learner's copy.
+    there is none. ``copy=True``: the wording for a learner's copy; ``lang``: its language ("en" or "zh").
     """
+    check_lang(lang)
     meta = meta if meta is not None else nb.metadata.get(KEY)
     if not meta:
         raise ValueError("the notebook has no fp16lab stamp (metadata 'fp16lab'): run "

@@ -82,7 +82,7 @@ def work_copy(nb: Any, *, source: str, lang: str = "en") -> Any:
     """
     checks.notebook("nb", nb)
     checks.text("source", source)
-    check_lang("lang", lang)
+    check_lang(lang)
     from fp16lab.course.outputs import KEY, code_digest, set_reference_note
 
     out = _copy.deepcopy(nb)
@@ -145,7 +145,7 @@ def prepare(root: "str | Path | None" = None, *, lang: str = "en") -> Workspace:
     changed since is reported in ``behind``. Default ``root``: :func:`~fp16lab.course.paths.repo_root`.
     ``lang="zh"``: the Chinese lessons of notebooks/zh/ into notebooks/work/zh/.
     """
-    check_lang("lang", lang)
+    check_lang(lang)
     base = checks.path("root", root) if root is not None else _paths.repo_root()
     ws = Workspace(_folders(base, lang)[1], lang=lang)
     pairs = _sources(base, lang)
@@ -208,7 +208,7 @@ def reset(names: Sequence[str], root: "str | Path | None" = None, *,
     where the old one went or None). ``lang="zh"``: the Chinese copies in work/zh/.
     """
     names = checks.sequence_of("names", names, example="['02']", item=checks.text)
-    check_lang("lang", lang)
+    check_lang(lang)
     base = checks.path("root", root) if root is not None else _paths.repo_root()
     work = _folders(base, lang)[1]
     pairs = _sources(base, lang)
@@ -229,7 +229,7 @@ def reset(names: Sequence[str], root: "str | Path | None" = None, *,
 
 
 def _workspace(args: argparse.Namespace) -> int:
-    lang = check_lang("--lang", args.lang)
+    lang = check_lang(args.lang, "--lang")
     if args.reset:
         for fresh, old in reset(args.reset, lang=lang):
             print(f"fresh copy: {fresh}" + (f" (your previous copy: {old})" if old else ""))
