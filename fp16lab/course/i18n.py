@@ -59,7 +59,7 @@ ZH: dict[str, str] = {
     "Hint: bf16_err is not the BF16 error of a @ b: cast both inputs with .bfloat16(), multiply, and compare with the FP64 product as ||out - ref|| / ||ref||":
         "提示：bf16_err 不是 a @ b 的 BF16 误差：先用 .bfloat16() 转换两个输入再相乘，然后与 FP64 乘积比较，即 ||out - ref|| / ||ref||",
     "Hint: your test fails a correct FP16 product (or passes it only by luck): tol must sit well above the FP16 error you measured in 5a (rel_err), which new matrices repeat only roughly":
-        "提示：你的测试判正确的 FP16 乘积不通过（或只是侥幸通过）：tol 必须明显高于你在 5a 中测得的 FP16 误差（rel_err），换一组新矩阵，这个误差只能大致重现",
+        "提示：你的测试会把正确的 FP16 乘积判为不通过（或者只是侥幸通过）：tol 必须明显高于你在 5a 中测得的 FP16 误差（rel_err），换一组新矩阵，这个误差只能大致重现",
     "Hint: your test passes a BF16 product: tol must sit well below the BF16 error you measured":
         "提示：你的测试让 BF16 乘积也通过了：tol 必须明显低于你测得的 BF16 误差",
     "Hint: assign a set of chip names to pays_on": "提示：把一个芯片名称的集合赋给 pays_on",
@@ -203,7 +203,7 @@ ZH: dict[str, str] = {
     "Hint: the run finishes but does not learn: the threshold lets too large updates through; look at the loss of each step":
         "提示：训练跑完了，但没有学到东西：阈值放过了过大的更新；看看每一步的损失",
     "Hint: the threshold acts on almost every step, so it caps every update (a brake, not a safety net): compare it with the gradient norms of the steps that were not clipped":
-        "提示：阈值几乎每一步都起作用，等于限制了每次更新（成了刹车，而不是安全网）：和未被裁剪的步的梯度范数比一比",
+        "提示：阈值几乎每一步都起作用，等于限制了每次更新（成了刹车，而不是安全网）：把它和未被裁剪的那些步的梯度范数比一比",
     "Hint: assign your autograd.Function class to SafeSumSquares": "提示：把你的 autograd.Function 类赋给 SafeSumSquares",
     "Hint: SafeSumSquares must be a subclass of torch.autograd.Function":
         "提示：SafeSumSquares 必须是 torch.autograd.Function 的子类",
@@ -245,9 +245,9 @@ ZH: dict[str, str] = {
     "this run has no bf16_cl row to compare with: use the lesson's `evidence`":
         "这次运行没有可对比的 bf16_cl 行：请用本课的 `evidence`",
     "eager only: torch.compile costs a compile per model and shape, which the colleague did not ask for":
-        "只选 eager：torch.compile 每种模型和形状都要编译一次，而同事并没有要这个",
+        "只选 eager：torch.compile 对每种模型和形状都要编译一次，而同事并没有要求这样做",
     "choice: one configuration name from the run's comparison rows that ran eagerly (not the article's loop)":
-        "choice：从这次运行以 eager 方式跑的对比行中选一个配置名（不是文章的循环）",
+        "choice：从这次运行中以 eager 方式运行的对比行里选一个配置名（不含文章中的训练循环）",
     "measure, do not follow the guide: compare bf16_cl's images/s with every other eager row":
         "要靠测量，不要照搬指南：把 bf16_cl 的 images/s 与其他每个 eager 行比较",
     "compare every eager row, not only the two precisions: the layout and the optimizer change images/s too":
@@ -317,7 +317,7 @@ ZH: dict[str, str] = {
     "sweep one precision at four or more batch sizes (one row per batch)": "用一种精度扫描四个或更多批处理大小（每个批处理大小一行）",
     "include batch 1: the budget is a multiple of its latency": "要包含批处理大小 1：预算是它的延迟的倍数",
     "measure past the budget: include batch sizes whose latency exceeds it, to show where it binds":
-        "测量要越过预算：包含延迟超出预算的批处理大小，才能看出预算在哪里卡住",
+        "测量范围要越过预算：包含延迟超出预算的批处理大小，才能看出预算从哪里开始起作用",
     "assign the batch size you choose (a number) to ex_batch": "把你选的批处理大小（一个数）赋给 ex_batch",
     "choose one of the batch sizes your table measured": "从你的表测过的批处理大小中选一个",
     "that batch takes longer than the budget: a request waits for its whole batch (ms_per_batch)":
