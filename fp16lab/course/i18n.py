@@ -420,7 +420,7 @@ ZH: dict[str, str] = {
     "torch has no CUDA support": "torch 不支持 CUDA",
     "none ({why})": "无（{why}）",
     "lessons run in quick mode on the CPU and show the committed H200 reference outputs for GPU-only results; for your own numbers use an NVIDIA GPU (check `nvidia-smi`, and `CUDA_VISIBLE_DEVICES`)":
-        "课程在 CPU 上以快速模式运行，只有 GPU 才能得到的结果显示已提交的 H200 参考输出；要得到你自己的数字，请使用 NVIDIA GPU（检查 `nvidia-smi` 和 `CUDA_VISIBLE_DEVICES`）",
+        "课程在 CPU 上以快速模式运行，只能在 GPU 上得到的结果改为显示已提交的 H200 参考输出；要得到你自己的数字，请使用 NVIDIA GPU（检查 `nvidia-smi` 和 `CUDA_VISIBLE_DEVICES`）",
     "unset {env} to measure this GPU as it is": "取消设置 {env}，才能按这块 GPU 的真实情况测量",
     "`nvidia-smi` not found or failed; check the driver install": "找不到 `nvidia-smi` 或运行失败；请检查驱动安装",
     "convolutions will be slow; reinstall a CUDA torch wheel (it bundles cuDNN)":
