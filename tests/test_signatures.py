@@ -265,6 +265,7 @@ GOOD: dict[str, Callable[[Path], Any]] = {
     "student": lambda tmp: tmp / "s.ipynb",
     "ok": lambda tmp: True,
     "hint": lambda tmp: "a hint",
+    "msgid": lambda tmp: "correct",
     "what": lambda tmp: "a thing",
     "n_args": lambda tmp: 1,
     "allowed": lambda tmp: ("fp16",),

@@ -23,6 +23,7 @@ from typing import Any
 
 from fp16lab import checks
 from fp16lab.course import paths as _paths
+from fp16lab.course.i18n import check_lang, tr
 
 __all__ = [
     "KEY",
@@ -101,35 +102,40 @@ def drop_orphan_widgets(nb: Any) -> int:
     return removed
 
 
-def note_text(meta: dict[str, Any], *, copy: bool = False) -> tuple[str, str]:
+def note_text(meta: dict[str, Any], *, copy: bool = False, lang: str = "en") -> tuple[str, str]:
     """The reference note for stamp metadata ``meta``: (markdown, plain text).
 
     ``copy=True`` gives the wording for a learner's copy in notebooks/work/ (default False:
-    the wording for the reference lesson itself).
+    the wording for the reference lesson itself). ``lang``: the notebook's language, "en" (default)
+    or "zh" (:mod:`fp16lab.course.i18n`); the Chinese note points at the Chinese copies, notebooks/work/zh/.
     """
-    where = meta.get("outputs_from") or f"{meta.get('device')} ({meta.get('mode')} mode)"
+    check_lang(lang)
+    where = meta.get("outputs_from") or tr("{device} ({mode} mode)", lang=lang, device=meta.get("device"),
+                                           mode=meta.get("mode"))
     detail = ", ".join(str(x) for x in (f"torch {meta['torch']}" if meta.get("torch") else None,
                                           meta.get("date")) if x)
-    head_md = f"**Stored outputs from {where}**{' (' + detail + ')' if detail else ''}, **not from your computer.**"
-    head = f"Stored outputs: made on {where}{', ' + detail if detail else ''}, not on your computer."
+    head_md = tr("**Stored outputs from {where}**{detail}, **not from your computer.**", lang=lang, where=where,
+                 detail=f" ({detail})" if detail else "")
+    head = tr("Stored outputs: made on {where}{detail}, not on your computer.", lang=lang, where=where,
+              detail=f", {detail}" if detail else "")
     if copy:
-        tail = ("This is your copy: run it (Run > Run All Cells) and these outputs become yours. The reference "
-                "stays unchanged in notebooks/.")
-        tail_md = ("This is your copy: run it (*Run → Run All Cells*) and these outputs become yours. The "
-                   "reference stays unchanged in `notebooks/`.")
+        tail = tr("This is your copy: run it (Run > Run All Cells) and these outputs become yours. The reference "
+                  "stays unchanged in notebooks/.", lang=lang)
+        tail_md = tr("This is your copy: run it (*Run → Run All Cells*) and these outputs become yours. The "
+                     "reference stays unchanged in `notebooks/`.", lang=lang)
     else:
-        tail = ("This is the read-only reference: to run it, open your copy in notebooks/work/ (`make lab` "
-                "or `python -m fp16lab lab` makes it).")
-        tail_md = ("This is the read-only reference: to run it, open your copy in `notebooks/work/` "
-                   "(`make lab` or `python -m fp16lab lab` makes it).")
+        tail = tr("This is the read-only reference: to run it, open your copy in notebooks/work/ (`make lab` "
+                  "or `python -m fp16lab lab` makes it).", lang=lang)
+        tail_md = tr("This is the read-only reference: to run it, open your copy in `notebooks/work/` "
+                     "(`make lab` or `python -m fp16lab lab` makes it).", lang=lang)
     return f"{head_md} {tail_md}", f"{head} {tail}"
 
 
-def reference_note(meta: dict[str, Any], *, copy: bool = False) -> Any:
-    """The note as a notebook output (display data, marked with :data:`NOTE_KEY`)."""
+def reference_note(meta: dict[str, Any], *, copy: bool = False, lang: str = "en") -> Any:
+    """The note as a notebook output (display data, marked with :data:`NOTE_KEY`), in ``lang``."""
     import nbformat
 
-    markdown, plain = note_text(meta, copy=copy)
+    markdown, plain = note_text(meta, copy=copy, lang=lang)
     return nbformat.v4.new_output("display_data", data={"text/markdown": markdown, "text/plain": plain},
                                   metadata={NOTE_KEY: True})
 
@@ -149,12 +155,14 @@ def _refuse_checked_output(cell: Any) -> None:
                          "and the reference note would fail that check; move the checked output to a later cell")
 
 
-def set_reference_note(nb: Any, *, meta: dict[str, Any] | None = None, copy: bool = False) -> Any:
+def set_reference_note(nb: Any, *, meta: dict[str, Any] | None = None, copy: bool = False,
+                       lang: str = "en") -> Any:
     """Put (or refresh) the reference note first in the first code cell's outputs.
 
     Uses ``meta`` (default: the stamp in ``nb.metadata['fp16lab']``); raises ValueError when
-    there is none. ``copy=True``: the wording for a learner's copy.
+    there is none. ``copy=True``: the wording for a learner's copy; ``lang``: its language ("en" or "zh").
     """
+    check_lang(lang)
     meta = meta if meta is not None else nb.metadata.get(KEY)
     if not meta:
         raise ValueError("the notebook has no fp16lab stamp (metadata 'fp16lab'): run "
@@ -163,7 +171,7 @@ def set_reference_note(nb: Any, *, meta: dict[str, Any] | None = None, copy: boo
     if cell is None:
         raise ValueError("the notebook has no code cell to carry the reference note")
     _refuse_checked_output(cell)
-    cell.outputs = [reference_note(meta, copy=copy)] + [o for o in cell.outputs if not is_reference_note(o)]
+    cell.outputs = [reference_note(meta, copy=copy, lang=lang)] + [o for o in cell.outputs if not is_reference_note(o)]
     return nb
 
 
