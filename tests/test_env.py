@@ -120,7 +120,7 @@ def test_old_torch_fails_with_the_floor_and_a_fix(monkeypatch, fake_gpu):
     monkeypatch.setattr(torch, "__version__", "2.6.0+cu124")
     r = report()
     assert not r.ok and r["torch"].status is Status.FAIL
-    assert "2.9" in r["torch"].fix and "pip install" in r["torch"].fix
+    assert "2.11" in r["torch"].fix and "pip install" in r["torch"].fix
 
 
 def test_volta_without_kernels_fails_and_names_the_wheel(fake_gpu):

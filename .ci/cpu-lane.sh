@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# CI lane 2: the CPU-only build of PyTorch, the one `make setup CPU=1` gives a learner without a GPU.
+# Unit tests and every lesson in quick mode, in their own venv (.venv-cpu), beside lane 1's `make test`.
+#
+# Where it comes from: CI reaches PyPI only, where the Linux x86_64 torch wheels are CUDA builds; the
+# CPU-only build this lane needs is torch 2.13.0+cpu, which pip finds on this kind of machine's local
+# wheel store (`pip install torch==2.13.0`). Its torchvision: PyPI's torchvision 0.28.0 (the release
+# for torch 2.13) is built against the CUDA build, so its C++ operators (nms, roi_align, ...) cannot
+# load beside a CPU-only torch, and torchvision's import then fails where it registers fake kernels for
+# torchvision::nms/qnms unconditionally. The course uses torchvision's model definitions and
+# transforms, never those operators: the lane guards the two registrations (a learner's CPU-only
+# install from the PyTorch CPU index gets a matching torchvision and needs no such step).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+V=.venv-cpu
+echo "==> CPU-only lane: $V with torch 2.13.0+cpu"
+[ -x $V/bin/python ] || python3 -m venv $V
+$V/bin/python -m pip install -q --disable-pip-version-check torch==2.13.0
+$V/bin/python - <<'PY'
+import sys, torch
+if torch.version.cuda is not None or torch.__version__ != "2.13.0+cpu":
+    sys.exit(f"the CPU-only lane needs torch 2.13.0+cpu, got {torch.__version__} (CUDA {torch.version.cuda})")
+print("torch", torch.__version__, "(CPU-only build)")
+PY
+$V/bin/python -m pip install -q --disable-pip-version-check --no-deps torchvision==0.28.0
+$V/bin/python - <<'PY'
+import pathlib, sysconfig
+p = pathlib.Path(sysconfig.get_paths()["purelib"]) / "torchvision" / "_meta_registrations.py"
+s = p.read_text()
+for op in ("nms", "qnms"):
+    s = s.replace(f'@torch.library.register_fake("torchvision::{op}")',
+                  f'@(torch.library.register_fake("torchvision::{op}") if torchvision.extension._has_ops() else (lambda f: f))')
+p.write_text(s)
+PY
+$V/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+$V/bin/python -c "import torch, torchvision; assert torch.version.cuda is None; print('torchvision', torchvision.__version__, 'imports beside', torch.__version__)"
+echo "==> CPU-only lane: unit tests and every lesson in quick mode"
+FP16LAB_QUICK=1 $V/bin/python -m pytest --ignore=tests/test_browser.py --ignore=tests/test_make.py -q
