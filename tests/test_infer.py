@@ -641,6 +641,9 @@ def test_datasheet_bandwidth_by_name_and_memory():
     assert datasheet_bandwidth("NVIDIA H200") == 4800.0
     assert datasheet_bandwidth("NVIDIA A100-SXM4-40GB", 39.6) == 1555.0
     assert datasheet_bandwidth("NVIDIA A100-SXM4-80GB", 79.2) == 2039.0
+    assert datasheet_bandwidth("NVIDIA A100 80GB PCIe", 79.2) == 1935.0  # the PCIe card's HBM2e is slower
+    assert datasheet_bandwidth("NVIDIA GeForce RTX 3060", 11.8) == 360.0
+    assert datasheet_bandwidth("NVIDIA GeForce RTX 3060", 7.8) == 240.0  # the 8 GB card has a 128-bit bus
     assert datasheet_bandwidth("NVIDIA GeForce RTX 4060 Laptop GPU") == 256.0
     assert datasheet_bandwidth("Some Future GPU") is None
     with pytest.raises(ValueError, match="gpu_name must be a GPU name"):

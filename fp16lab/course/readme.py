@@ -32,10 +32,10 @@ def _lesson_and_stem(name: str, value: object) -> tuple[str, str]:
 
 
 def targets_table(files: Sequence[tuple[str, str]] = TARGET_FILES) -> str:
-    """One markdown table of every target row in ``results/<stem>.json``, with where it was measured."""
+    """One markdown table of every target row in ``results/<stem>.json``, with its note and where it was measured."""
     files = checks.sequence_of("files", files, example="[('07 transformers', 'transformers_targets')]",
                                item=_lesson_and_stem)
-    lines = ["| lesson | target | measured | goal | met | measured on |", "|---|---|---|---|---|---|"]
+    lines = ["| lesson | target | measured | goal | met | how | measured on |", "|---|---|---|---|---|---|---|"]
     for lesson, stem in files:
         payload = json.loads((paths.repo_root() / "results" / f"{stem}.json").read_text(encoding="utf-8"))
         meta = payload["metadata"]
@@ -44,7 +44,8 @@ def targets_table(files: Sequence[tuple[str, str]] = TARGET_FILES) -> str:
             measured = r.get("measured", r.get("value"))
             goal = r.get("goal", f">= {r['threshold']:g}" if isinstance(r.get("threshold"), (int, float)) else "")
             met = "met" if r.get("met") else "missed"
-            lines.append(f"| {lesson} | {r['target']} | {_num(measured)} | {goal} | {met} | {where} |")
+            how = str(r.get("note") or "").replace("|", "\\|")  # which method or model the figure is of
+            lines.append(f"| {lesson} | {r['target']} | {_num(measured)} | {goal} | {met} | {how} | {where} |")
     return "\n".join(lines)
 
 

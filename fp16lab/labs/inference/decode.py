@@ -44,22 +44,56 @@ GRAPH_MODES = ("eager", "cuda_graph")
 _HALF = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-# Memory bandwidth in GB/s from the vendors' datasheets (cited, not measured), keyed by the peak rows of
-# fp16lab.hardware.PEAK_TFLOPS. The A100 row covers two memory sizes: 40 GB SXM 1555, 80 GB SXM 2039.
+# Memory bandwidth in GB/s (cited, not measured), keyed by the peak rows of fp16lab.hardware.PEAK_TFLOPS.
+# Each row names where the figure is printed. NVIDIA prints the bandwidth for its data-center parts and in
+# the GeForce architecture whitepapers; for laptop and mainstream GeForce parts its spec pages give only the
+# bus width, so those rows are bus width x the per-pin data rate of the shipping memory (marked "computed").
 DATASHEET_GB_S: dict[str, float] = {
-    "H200": 4800.0, "H100 SXM": 3350.0, "H100 NVL": 3900.0, "H100 PCIe": 2000.0,
-    "A100": 1555.0, "A10": 600.0, "L40S": 864.0, "L4": 300.0,
-    "RTX 4090D": 1008.0, "RTX 4090": 1008.0, "RTX 4090 Laptop": 576.0, "RTX 4060 Laptop": 256.0,
-    "RTX 3090": 936.0, "RTX 3060": 360.0, "T4": 320.0, "V100": 900.0,
+    # NVIDIA H200 product page, H200 SXM column: 4.8TB/s. https://www.nvidia.com/en-us/data-center/h200/
+    "H200": 4800.0,
+    # NVIDIA H100 product page / datasheet: H100 SXM 3.35TB/s, H100 NVL 3.9TB/s; H100 PCIe (80 GB HBM2e)
+    # 2TB/s in the H100 datasheet's PCIe column. https://www.nvidia.com/en-us/data-center/h100/
+    "H100 SXM": 3350.0, "H100 NVL": 3900.0, "H100 PCIe": 2000.0,
+    # NVIDIA A100 datasheet: 40GB (SXM and PCIe) 1,555GB/s; 80GB SXM 2,039GB/s, 80GB PCIe 1,935GB/s
+    # (those two in _A100_80GB_GB_S). https://www.nvidia.com/en-us/data-center/a100/
+    "A100": 1555.0,
+    # NVIDIA A10 datasheet: 600GB/s. https://www.nvidia.com/en-us/data-center/products/a10-gpu/
+    "A10": 600.0,
+    # NVIDIA L40S datasheet: 864GB/s. https://www.nvidia.com/en-us/data-center/l40s/
+    "L40S": 864.0,
+    # NVIDIA L4 datasheet: 300GB/s. https://www.nvidia.com/en-us/data-center/l4/
+    "L4": 300.0,
+    # NVIDIA Ada GPU architecture whitepaper, appendix: RTX 4090, 384-bit GDDR6X at 21 Gbps, 1008 GB/sec.
+    # The 4090 D keeps the 4090's memory: 24GB GDDR6X on 384 bits (NVIDIA's China product page, as reported
+    # at launch, e.g. https://evertiq.com/news/54972), 21 Gbps, so the same 1008 GB/s.
+    # https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf
+    "RTX 4090D": 1008.0, "RTX 4090": 1008.0,
+    # Computed: NVIDIA's laptop GPU comparison page (https://www.nvidia.com/de-de/geforce/gaming-laptops/compare/)
+    # gives 16 GB GDDR6 on 256 bits (4090 Laptop) and 8 GB GDDR6 on 128 bits (4060 Laptop); x 18 Gbps = 576,
+    # x 16 Gbps = 256 (the memory speeds third-party spec databases list; a laptop maker may clock it otherwise).
+    "RTX 4090 Laptop": 576.0, "RTX 4060 Laptop": 256.0,
+    # NVIDIA Ampere GA102 GPU architecture whitepaper: RTX 3090, 384-bit GDDR6X at 19.5 Gbps, 936 GB/sec.
+    # https://www.nvidia.com/content/PDF/nvidia-ampere-ga-102-gpu-architecture-whitepaper-v2.pdf
+    "RTX 3090": 936.0,
+    # Computed: NVIDIA RTX 3060 family page (https://www.nvidia.com/en-us/geforce/graphics-cards/30-series/rtx-3060-3060ti/)
+    # gives 12 GB on 192 bits (8 GB on 128 bits); x 15 Gbps GDDR6 = 360 (8 GB: 240, in _RTX_3060_8GB_GB_S).
+    "RTX 3060": 360.0,
+    # NVIDIA T4 datasheet: 320+ GB/s. https://www.nvidia.com/en-us/data-center/tesla-t4/
+    "T4": 320.0,
+    # NVIDIA V100 datasheet, SXM2 column (the row the peak table keys): 900GB/s.
+    # https://www.nvidia.com/en-us/data-center/v100/
+    "V100": 900.0,
 }
-_A100_80GB_GB_S = 2039.0
+_A100_80GB_GB_S = {"sxm": 2039.0, "pcie": 1935.0}
+_RTX_3060_8GB_GB_S = 240.0
 
 
 def datasheet_bandwidth(gpu_name: str, memory_gib: float | None = None) -> float | None:
     """The datasheet memory bandwidth (GB/s, cited) of a GPU by name, or None for a chip not in the table.
 
     Why: a decode step's speed limit is its bytes over this figure; the copy measured by
-    :func:`copy_bandwidth` reaches part of it. ``memory_gib`` tells an 80 GB A100 from a 40 GB one.
+    :func:`copy_bandwidth` reaches part of it. ``memory_gib`` tells an 80 GB A100 from a 40 GB one
+    (and the 80 GB PCIe card from the SXM one, by name), and an 8 GB RTX 3060 from the 12 GB one.
     """
     from fp16lab.hardware import peak_for
 
@@ -72,7 +106,9 @@ def datasheet_bandwidth(gpu_name: str, memory_gib: float | None = None) -> float
     if peak is None:
         return None
     if peak.gpu == "A100" and memory_gib is not None and memory_gib > 60:
-        return _A100_80GB_GB_S
+        return _A100_80GB_GB_S["pcie" if "pcie" in gpu_name.lower() else "sxm"]
+    if peak.gpu == "RTX 3060" and memory_gib is not None and memory_gib < 10:
+        return _RTX_3060_8GB_GB_S
     return DATASHEET_GB_S.get(peak.gpu)
 
 
