@@ -203,6 +203,10 @@ def test_reference_is_read_only_on_the_server(repo):
         listing = await cm.get("", content=True)
         flags = {c["name"]: c["writable"] for c in listing["content"]}
         assert flags["00_first.ipynb"] is False and flags["work"] is True
+        # one set of student copies in the browser: the learner's (work/student/), not the reference's
+        assert (root / "student").is_dir() and "student" not in flags
+        assert "student" in {c["name"] for c in (await cm.get("work", content=True))["content"]}
+        assert (await cm.get("student", content=True))["type"] == "directory"  # still readable by path
         with pytest.raises(web.HTTPError, match="HTTP 403") as refused:
             await cm.save(ref, "00_first.ipynb")
         assert refused.value.status_code == 403 and "work/00_first.ipynb" in refused.value.log_message

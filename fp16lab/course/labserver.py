@@ -7,6 +7,8 @@
   offers "Save As" only; saving, renaming, deleting or restoring a checkpoint there is refused
   with HTTP 403 and a message naming the learner's own copy. The rule does not rely on file
   permissions, so it holds when the lab runs as root too;
+- the reference student copies (``student/``, ``zh/student/``) and the translation files are left
+  out of the file browser: the learner's student copies are in ``work/student/``, so one set shows;
 - in the learner's notebooks, a save drops progress-bar outputs whose widget state is not saved
   with them (closed bars, or any bar when JupyterLab does not save widget state), which would
   otherwise read "model not found" once reopened.
@@ -35,6 +37,22 @@ class ReferenceContentsManager(AsyncLargeFileManager):
         Unicode(), default_value=["work"], config=True,
         help="Folders (relative to the root, '/'-separated) where the learner may save; default ['work'].",
     )
+
+    hidden_dirs = List(
+        Unicode(), default_value=["student", "zh/student", "zh/translations"], config=True,
+        help="Reference folders left out of the file browser's listings (still readable by path): the student "
+             "copies a learner works on are in work/student/ (work/zh/student/), so the browser shows one set.",
+    )
+
+    async def get(self, path: Any, content: Any = True, type: Any = None, format: Any = None,
+                  require_hash: Any = False) -> Any:
+        """Jupyter's model of ``path``; a folder's listing leaves out ``hidden_dirs``."""
+        extra = {"require_hash": True} if require_hash else {}  # jupyter_server >= 2.11 only
+        model = await super().get(path, content=content, type=type, format=format, **extra)
+        if model.get("type") == "directory" and isinstance(model.get("content"), list):
+            hidden = {d.strip("/") for d in self.hidden_dirs}
+            model["content"] = [m for m in model["content"] if m.get("path", "").strip("/") not in hidden]
+        return model
 
     def is_reference(self, path: str) -> bool:
         """True for a path outside every writable folder (the folders themselves are writable)."""
