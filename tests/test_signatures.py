@@ -90,6 +90,8 @@ SKIP_FUNCTIONS = {
 KNOWN_GAPS = {
     "fp16lab.course.lab.": "lab_command: port/open_browser/token/start unchecked (file under the lead's edit)",
     "fp16lab.course.outputs.": "notebook/meta/output arguments unchecked (file under the lead's edit): use checks.notebook",
+    "fp16lab.course.translations.": "digest/parse/render/markdown_cells/skeleton unchecked (the Chinese edition's "
+                                    "file, under another engineer's edit)",
     "fp16lab.course.portability.": "matrix_table/record: frame/rows/lessons unchecked (file under the lead's edit)",
     "fp16lab.labs.benchmark.analysis.": "frame/columns/verdict arguments unchecked",
     "fp16lab.labs.benchmark.configs.": "parse_configs/validate_batch_sizes name label; unsupported_reason order",
@@ -111,6 +113,11 @@ KNOWN_GAP_ARGS: dict[str, tuple[str, ...]] = {  # exactly the (function, argumen
     'fp16lab.course.outputs.strip_noise': ('nb',),
     'fp16lab.course.portability.matrix_table': ('frame', 'lessons'),
     'fp16lab.course.portability.record': ('rows',),
+    'fp16lab.course.translations.digest': ('source',),
+    'fp16lab.course.translations.markdown_cells': ('notebook',),
+    'fp16lab.course.translations.parse': ('text',),
+    'fp16lab.course.translations.render': ('entries', 'name'),
+    'fp16lab.course.translations.skeleton': ('notebook',),
     'fp16lab.labs.benchmark.analysis.check_frame': ('columns', 'name'),
     'fp16lab.labs.benchmark.analysis.ratio_values': ('batch', 'denominator', 'frame', 'numerator', 'quantity'),
     'fp16lab.labs.benchmark.analysis.targets_table': ('batch', 'targets'),
@@ -123,25 +130,19 @@ KNOWN_GAP_ARGS: dict[str, tuple[str, ...]] = {  # exactly the (function, argumen
     'fp16lab.labs.benchmark.measure.finish_row': ('batch', 'row', 'secs', 'steps'),
     'fp16lab.labs.benchmark.measure.settings_row': ('batch', 'cfg', 'dev', 's', 'spec', 'task'),
     'fp16lab.labs.benchmark.profile.breakdown': ('kernels', 'step_ms', 'steps'),
-    'fp16lab.labs.benchmark.profile.kernel_kind': ('name',),
     'fp16lab.labs.benchmark.report.comparison_table': ('part',),
     'fp16lab.labs.benchmark.report.plot_results': ('path', 'title'),
     'fp16lab.labs.benchmark.report.readme_section': ('png', 'results'),
     'fp16lab.labs.benchmark.report.side_by_side': ('batch',),
     'fp16lab.labs.benchmark.steps.build_runner': ('batch', 'cfg', 'dev', 's', 'spec', 'task'),
-    'fp16lab.labs.multi_gpu.model.adam': ('lr', 'params'),
     'fp16lab.labs.multi_gpu.model.comm_hook': ('name',),
-    'fp16lab.labs.multi_gpu.model.eval_loss': ('model', 'seed', 'width'),
     'fp16lab.labs.multi_gpu.model.flat': ('model',),
     'fp16lab.labs.multi_gpu.model.global_batch': ('rows', 'seed', 'step', 'width'),
-    'fp16lab.labs.multi_gpu.model.local_bytes': ('tensors',),
     'fp16lab.labs.multi_gpu.model.micro': ('part', 'per_rank', 'world_size', 'x'),
     'fp16lab.labs.multi_gpu.model.mlp': ('depth', 'width'),
-    'fp16lab.labs.multi_gpu.model.optimizer_tensors': ('opt',),
     'fp16lab.labs.multi_gpu.model.rel': ('a', 'b'),
     'fp16lab.labs.multi_gpu.model.replica_spread': ('weights',),
     'fp16lab.labs.multi_gpu.model.sgd': ('lr', 'params'),
-    'fp16lab.labs.multi_gpu.model.unflat': ('depth', 'weights', 'width'),
 }
 ANY_VALUE = {  # (function, argument): every object is a valid value
     ("instance", "value"), ("one_of", "value"), ("positive_int", "value"), ("non_negative_int", "value"),
@@ -334,6 +335,9 @@ GOOD: dict[str, Callable[[Path], Any]] = {
     "head_dim": lambda tmp: 4,
     "dtype": lambda tmp: torch.float16,
     "compile_modes": lambda tmp: ["reduce-overhead"],
+    "text": lambda tmp: "",
+    "entries": lambda tmp: [],
+    "notebook": lambda tmp: tmp / "01_x.ipynb",
     "scheduler": lambda tmp: torch.optim.lr_scheduler.StepLR(_CALL.setdefault("optimizer", _optimizer(tmp)), 1),
 }
 _PROFILED = {"step_profile": {"a": [{"kind": "matmul", "ms_per_step": 1.0, "share_of_step": 1.0}]}}
@@ -483,6 +487,14 @@ def test_every_public_function_is_probed_or_skipped_with_a_reason() -> None:
                 missing.append(f"{key}({p.name})")
     assert not missing, f"give these required arguments a valid value in GOOD/OVERRIDES, or a skip reason: {missing}"
     assert len(_cases()) > 300  # the sweep really covers the library
+
+
+def test_every_known_gap_is_a_probed_argument() -> None:
+    probed = set(_cases())
+    stale = [f"{key}({arg})" for key, args in KNOWN_GAP_ARGS.items() for arg in args if (key, arg) not in probed]
+    assert not stale, f"KNOWN_GAP_ARGS lists arguments the sweep no longer probes (remove them): {stale}"
+    unexplained = [key for key in KNOWN_GAP_ARGS if not any(key.startswith(prefix) for prefix in KNOWN_GAPS)]
+    assert not unexplained, f"give these gaps a reason in KNOWN_GAPS: {unexplained}"
 
 
 def _known(cases: list[tuple[str, str]]) -> list[Any]:
