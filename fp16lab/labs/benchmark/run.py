@@ -40,9 +40,9 @@ from fp16lab.labs.benchmark.configs import (
 from fp16lab.labs.benchmark.measure import (
     Opener,
     Session,
+    _describe,
+    _finish_row,
     attempt,
-    describe,
-    finish_row,
     measure_single,
     release,
     skipped_row,
@@ -350,7 +350,7 @@ class _Runner:
             table = breakdown(profile_steps(sess), 5, step_ms)
             store[sess.cfg.name] = [{k: _clean(v) for k, v in r.items()} for r in table.to_dict("records")]
         except Exception as e:  # a profile is extra: its failure is recorded, the run goes on
-            store[sess.cfg.name] = [{"kind": "error", "error": describe(e)}]
+            store[sess.cfg.name] = [{"kind": "error", "error": _describe(e)}]
 
     def _open(self, sess: Session) -> None:
         with time_box(self.timeout(sess.cfg) if sess.cfg.compile else None, sess.cfg.name):
@@ -366,7 +366,7 @@ class _Runner:
         if not attempt(sess, one, reset=False):
             return False
         times.append(secs)
-        self.add(finish_row(dict(sess.row), secs, sess.batch, self.plan.settings.steps), "repeat", r)
+        self.add(_finish_row(dict(sess.row), secs, sess.batch, self.plan.settings.steps), "repeat", r)
         return True
 
     def run(self) -> BenchResult:
