@@ -89,21 +89,12 @@ SKIP_FUNCTIONS = {
 # remove its entry).
 KNOWN_GAPS = {
     "fp16lab.course.lab.": "lab_command: port/open_browser/token/start unchecked (file under the lead's edit)",
-    "fp16lab.course.outputs.": "notebook/meta/output arguments unchecked (file under the lead's edit): use checks.notebook",
     "fp16lab.course.translations.": "digest/parse/render/markdown_cells/skeleton unchecked (the Chinese edition's "
                                     "file, under another engineer's edit)",
     "fp16lab.course.portability.": "matrix_table/record: frame/rows/lessons unchecked (file under the lead's edit)",
 }
 KNOWN_GAP_ARGS: dict[str, tuple[str, ...]] = {  # exactly the (function, arguments) that still fail
     'fp16lab.course.lab.lab_command': ('open_browser', 'port', 'start', 'token'),
-    'fp16lab.course.outputs.code_digest': ('nb',),
-    'fp16lab.course.outputs.drop_orphan_widgets': ('nb',),
-    'fp16lab.course.outputs.is_reference_note': ('output',),
-    'fp16lab.course.outputs.note_text': ('copy', 'meta'),
-    'fp16lab.course.outputs.reference_note': ('copy', 'meta'),
-    'fp16lab.course.outputs.set_reference_note': ('copy', 'meta', 'nb'),
-    'fp16lab.course.outputs.stamp': ('nb', 'seconds'),
-    'fp16lab.course.outputs.strip_noise': ('nb',),
     'fp16lab.course.portability.matrix_table': ('frame', 'lessons'),
     'fp16lab.course.portability.record': ('rows',),
     'fp16lab.course.translations.digest': ('source',),

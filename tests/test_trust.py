@@ -305,6 +305,21 @@ def test_course_helpers_refuse_a_non_notebook(bad: object) -> None:
         workspace.work_copy(bad, source="01.ipynb")
     with pytest.raises(ValueError, match="cell must be a notebook cell"):
         student.cell_source(bad)
+    from fp16lab.course import outputs
+
+    for fn in (outputs.code_digest, outputs.strip_noise, outputs.stamp, outputs.set_reference_note,
+               outputs.drop_orphan_widgets):
+        with pytest.raises(ValueError, match="nb must be a notebook"):
+            fn(bad)
+
+
+def test_a_notebook_as_plain_json_is_a_notebook_only_where_allowed() -> None:
+    plain = json.loads(nbformat.writes(nbformat.v4.new_notebook()))
+    assert checks.notebook("nb", plain, plain=True) is plain
+    with pytest.raises(ValueError, match=r"nb must be a notebook \(nbformat.read\(path, as_version=4\)\), got"):
+        checks.notebook("nb", plain)  # attribute access (nb.cells) would fail on it
+    with pytest.raises(ValueError, match="plain must be a bool"):
+        checks.notebook("nb", plain, plain=1)  # type: ignore[arg-type]
 
 
 def test_course_helpers_accept_a_real_notebook() -> None:
