@@ -17,6 +17,8 @@ import gc
 import torch
 from torch import nn
 
+from fp16lab.checks import module
+
 __all__ = [
     "DEVICE_TYPES",
     "parse_device",
@@ -102,7 +104,7 @@ def choose_device(prefer: "torch.device | str | None" = None) -> torch.device:
 
 def synchronize(device: "torch.device | str") -> None:
     """Wait for queued work on ``device`` (a no-op on the CPU): timings must include it."""
-    device = parse_device(device)
+    device = resolve_device(parse_device(device))  # a GPU this machine lacks: said so, not a driver error
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     elif device.type == "mps":
@@ -111,7 +113,7 @@ def synchronize(device: "torch.device | str") -> None:
 
 def free_memory(device: "torch.device | str") -> None:
     """Drop unreachable tensors and return cached blocks, so the next measurement starts clean."""
-    device = parse_device(device)
+    device = resolve_device(parse_device(device))
     gc.collect()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -122,8 +124,7 @@ def free_memory(device: "torch.device | str") -> None:
 
 def model_device(model: nn.Module, default: "torch.device | None" = None) -> torch.device:
     """Where ``model`` lives: its first parameter's device, else its first buffer's, else ``default``."""
-    if not isinstance(model, nn.Module):
-        raise ValueError(f"model must be a torch.nn.Module, got {model!r:.80} ({type(model).__name__})")
+    module("model", model)
     if default is not None:
         default = parse_device(default, name="default")
     for p in model.parameters():

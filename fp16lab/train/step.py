@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fp16lab.checks import boolean, function, optimizer_holds, positive_float
+from fp16lab.checks import boolean, function, optimizer_holds, positive_float, sequence_of
 from fp16lab.device import model_device, resolve_device, resolve_model_device
 from fp16lab.precision import Precision, autocast, parse_precision
 
@@ -380,9 +380,7 @@ def train_step(
     params, trainable = _scan(model, optimizer)
     if not isinstance(scaler, torch.amp.GradScaler):
         raise ValueError(f"scaler must be a torch.amp.GradScaler, got {type(scaler).__name__}")
-    if not isinstance(batches, Sequence) or isinstance(batches, (str, bytes)) or len(batches) == 0:
-        raise ValueError(f"batches must be a non-empty list of (inputs, targets) micro-batches, got {batches!r:.80}: "
-                         "pass a list, e.g. [(x, y)]")
+    batches = sequence_of("batches", batches, example="[(x, y)] (one (inputs, targets) pair per micro-batch)")
     p = parse_precision(precision)
     _check_scaler_fits(scaler, p)
     _check_scheduler(scheduler, optimizer)
