@@ -786,9 +786,9 @@ def test_compile_modes_join_the_rounds_beside_the_recipe_each_in_its_own_time_bo
     assert compile_modes_table(fake_run(["article", COMPILED], ["article", COMPILED], {})[0].frame).empty  # off
 
 
-@pytest.mark.parametrize("modes, match", [("reduce-overhead", "list of torch.compile modes"),
-                                          (["max-autotune"], "compile_modes entry"),
-                                          (["reduce-overhead", "reduce-overhead"], "repeat a mode")])
+@pytest.mark.parametrize("modes, match", [("reduce-overhead", r"compile_modes must be a list, got 'reduce-overhead'"),
+                                          (["max-autotune"], r"compile_modes\[0\] must be one of 'reduce-overhead'"),
+                                          (["reduce-overhead", "reduce-overhead"], "compile_modes lists 'reduce-overhead' twice")])
 def test_compile_modes_are_checked_before_any_work(modes, match):
     opener, log = fake(rates={})
     with pytest.raises(ValueError, match=match):
