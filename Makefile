@@ -9,6 +9,7 @@ STAMP   = $(VENV)/.fp16lab-installed
 PORT   ?= 8888
 CPU    ?=
 FULL   ?=
+LAB_LANG ?=
 TORCH_CPU_INDEX = https://download.pytorch.org/whl/cpu
 
 .PHONY: setup browser lab workspace test check types doctor lint clean
@@ -33,9 +34,10 @@ $(STAMP): pyproject.toml
 
 # Your own copies of the lessons in notebooks/work/ (never overwritten), then JupyterLab on
 # notebooks/ at the start page, localhost only, with a token; the lessons outside work/ are
-# read-only there. `python -m fp16lab lab --help` for its options.
+# read-only there. `python -m fp16lab lab --help` for its options. `make lab LAB_LANG=zh`: the
+# Chinese edition (notebooks/zh/, copies in notebooks/work/zh/, JupyterLab's interface in Chinese).
 lab: setup
-	$(BIN)/python -m fp16lab lab --port=$(PORT)
+	$(BIN)/python -m fp16lab lab --port=$(PORT)$(if $(LAB_LANG), --lang=$(LAB_LANG))
 
 workspace: setup
 	$(BIN)/python -m fp16lab workspace

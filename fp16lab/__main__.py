@@ -4,7 +4,9 @@ Learners: ``doctor`` (is this machine ready?), ``lab`` (JupyterLab on your own c
 lessons), ``workspace`` (make or reset those copies), ``bench`` (the article's ResNet50 table
 on your GPU), ``distributed`` (lesson 10's training script under torchrun on every GPU: the multi-GPU reference run). Authors and instructors: ``outputs`` (run and stamp lessons), ``workshop``
 (student copies, agenda, proofs of the exercises), ``portability`` (every lesson under each
-hardware profile: ``results/portability.json``). ``python -m fp16lab COMMAND --help`` for each.
+hardware profile: ``results/portability.json``), ``translations`` (the Chinese edition in
+``notebooks/zh/``: made from the English lessons and the translations, checked to be in step).
+``python -m fp16lab COMMAND --help`` for each.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ SUBCOMMANDS: list[tuple[str, Callable[[SubParsers[argparse.ArgumentParser]], Non
     ("outputs", _add_course("outputs")),
     ("workshop", _add_course("workshop")),
     ("portability", _add_course("portability")),
+    ("translations", _add_course("translations")),
 ]
 
 

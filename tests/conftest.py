@@ -22,6 +22,13 @@ FAKE_GPUS = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _english_unless_asked(monkeypatch):
+    """Tests match English messages: a shell's FP16LAB_LANG=zh must not change them (tests of the
+    Chinese path set it themselves)."""
+    monkeypatch.delenv("FP16LAB_LANG", raising=False)
+
+
 @pytest.fixture
 def fake_gpu(monkeypatch):
     """Call ``fake_gpu(kind)`` to make torch (as fp16lab sees it) report that GPU.

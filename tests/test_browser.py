@@ -7,6 +7,9 @@ Playwright; no browser download, ever): the start page opens rendered; its link 
 learner's copy of lesson 02; Run All runs it without error; it is saved, its kernel shut down and
 reopened, and no progress bar says "model not found"; a student copy's Run All stops at the
 first unanswered check; the reference lesson is read-only in the lab and unchanged on disk. The
+Chinese edition (when notebooks/zh/00_setup_and_verify.ipynb is in the checkout): ``lab --lang zh``
+opens the Chinese start page with JupyterLab's interface in Chinese, the learner's copy of lesson 00
+runs green from the Chinese menus, and a wrong exercise answer shows the Chinese hint. The
 server is shut down whatever happens. ``make test`` installs chromium when it runs as root on
 Debian/Ubuntu; elsewhere this test is skipped with the reason. ``FP16LAB_CHROMIUM`` may point at
 another Chromium binary.
@@ -32,6 +35,7 @@ from pathlib import Path
 import pytest
 
 from fp16lab.course import lab, workspace
+from fp16lab.course.i18n import tr
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -125,7 +129,7 @@ class Server:
     ``home`` (no autosave, no news), so nothing of the machine's own Jupyter set-up is used or changed.
     """
 
-    def __init__(self, notebooks: Path, home: Path) -> None:
+    def __init__(self, notebooks: Path, home: Path, lang: str = "en") -> None:
         self.port, self.token = _free_port(), secrets.token_hex(24)
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_path = home / "jupyter.log"
@@ -137,9 +141,10 @@ class Server:
             (home / sub).mkdir(parents=True, exist_ok=True)
         _settings(home / "settings")
         env.setdefault("FP16LAB_QUICK", "1")  # small sizes: the browser path is what is tested here
-        settings = lab.write_lab_settings(notebooks / "work" / lab.SETTINGS_DIR)
+        env = lab.lab_env(lang, env)  # FP16LAB_LANG for the kernels, as `python -m fp16lab lab` sets it
+        settings = lab.write_lab_settings(lab.lab_settings_dir(notebooks, lang), lang=lang)
         cmd = lab.lab_command(notebooks, port=self.port, open_browser=False, token=self.token,
-                              settings_dir=settings) + [
+                              start=lab.start_page(lang), settings_dir=settings) + [
             "--ServerApp.port_retries=0",
             "--LabApp.expose_app_in_browser=True",  # window.jupyterapp: read cell outputs from the model
             "--LabApp.check_for_updates_class=jupyterlab.handlers.announcements.NeverCheckForUpdate",
@@ -248,10 +253,12 @@ def _open_notebook(page, server: Server, path: str, deadline: float) -> dict:
                      and s["connection"] == "connected", f"opening {path} with an idle kernel", deadline, path)
 
 
-def _run_all(page, server: Server, path: str, deadline: float, *, stops_at_error: bool = False) -> dict:
-    """Run -> Run All Cells, then wait until the kernel is idle with every cell run (or, with
-    ``stops_at_error``, until Run All has stopped at an error). Fails on an unexpected error."""
-    _click_menu(page, "Run", "Run All Cells")
+def _run_all(page, server: Server, path: str, deadline: float, *, stops_at_error: bool = False,
+             menu: tuple[str, str] = ("Run", "Run All Cells")) -> dict:
+    """Run -> Run All Cells (``menu``: its labels in the lab's language), then wait until the kernel is idle
+    with every cell run (or, with ``stops_at_error``, until Run All has stopped at an error). Fails on an
+    unexpected error."""
+    _click_menu(page, *menu)
     idle_since = None
     time.sleep(1.0)
     while True:
@@ -535,4 +542,113 @@ def test_a_failing_cell_is_reported_with_its_text_and_error(tmp_path, capsys):
     assert "still running" not in msg and "budget" not in msg
     with capsys.disabled():
         print(f"\n[browser] a failing cell was reported with its source and traceback in "
+              f"{time.monotonic() - t0:.1f} s")
+
+
+# ---- the Chinese edition ---------------------------------------------------------------------------
+
+ZH_LESSON = NOTEBOOKS / "zh" / "00_setup_and_verify.ipynb"  # short (about 10 s in quick mode), with exercises
+ZH_BUDGET_S = 240.0
+ZH_MENUS = {"File": "文件", "Edit": "编辑", "Run": "运行", "Run All Cells": "运行所有单元格",
+            "Clear Outputs of All Cells": "清除所有单元格的输出"}  # the zh-CN language pack's labels
+
+
+def _zh_skip_reason() -> str | None:
+    reason = _skip_reason()
+    if reason:
+        return reason
+    if not ZH_LESSON.exists():
+        return f"{ZH_LESSON.relative_to(ROOT)} is not in this checkout (the Chinese edition's lessons)"
+    if not (NOTEBOOKS / "zh" / "README.md").exists():
+        return "notebooks/zh/README.md (the Chinese start page) does not exist"
+    try:
+        import jupyterlab_language_pack_zh_CN  # noqa: F401
+    except ImportError:
+        return "JupyterLab's Chinese language pack is missing: `pip install jupyterlab-language-pack-zh-CN` (or `make setup`)"
+    return None
+
+
+# JavaScript: put ``source`` in cell ``index`` of the open notebook, run it and the next cell (its check).
+RUN_TWO_JS = """
+async ([index, source]) => {
+  const app = window.jupyterapp;
+  const panel = app.shell.currentWidget;
+  panel.content.model.cells.get(index).sharedModel.setSource(source);
+  panel.content.activeCellIndex = index;
+  await app.commands.execute('notebook:run-cell-and-select-next');
+  await app.commands.execute('notebook:run-cell-and-select-next');
+}
+"""
+
+
+def _first_exercise(copy: Path) -> tuple[int, str]:
+    """(index of the first solution cell, its first wrong answer) in a lesson copy (a wrong answer's hint is named
+    in the solution cell's metadata; a copy without it takes the English lesson's, by cell id)."""
+    cells = json.loads(copy.read_text())["cells"]
+    index = next(i for i, c in enumerate(cells) if "solution" in c.get("metadata", {}).get("tags", []))
+    assert "check" in cells[index + 1]["metadata"].get("tags", []), "a solution cell is followed by its check"
+    wrong = cells[index]["metadata"].get("wrong_answers")
+    if not wrong:
+        english = json.loads((NOTEBOOKS / copy.name).read_text())["cells"]
+        wrong = next(c["metadata"]["wrong_answers"] for c in english if c.get("id") == cells[index].get("id"))
+    return index, wrong[0]
+
+
+@pytest.mark.skipif(_zh_skip_reason() is not None, reason=f"Chinese browser test skipped: {_zh_skip_reason()}")
+def test_the_chinese_lab_in_jupyterlab(tmp_path, capsys):
+    """lab --lang zh: the Chinese start page in a Chinese interface -> the learner's copy of lesson 00 runs
+    green from the Chinese menus, its checks say 正确 -> a wrong answer shows the Chinese hint."""
+    from playwright.sync_api import sync_playwright
+
+    t0 = time.monotonic()
+    deadline = t0 + ZH_BUDGET_S
+    root = tmp_path / "notebooks"
+    shutil.copytree(NOTEBOOKS, root, ignore=shutil.ignore_patterns("work", ".ipynb_checkpoints"))
+    workspace.prepare(tmp_path, lang="zh")  # what `python -m fp16lab lab --lang zh` does first
+    mine = f"work/zh/{ZH_LESSON.name}"
+    index, wrong = _first_exercise(root / mine)
+    server = Server(root, tmp_path / "jupyter-home", lang="zh")
+    page = None
+    try:
+        server.wait_ready()
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=_chromium(), headless=True, args=CHROMIUM_FLAGS)
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                # 1. the Chinese start page, rendered, in JupyterLab's Chinese interface
+                page.goto(f"{server.base}/?token={server.token}", timeout=60_000)
+                heading = page.locator(".jp-RenderedMarkdown h1").first
+                heading.wait_for(state="visible", timeout=60_000)
+                assert "/lab/tree/zh/README.md" in page.url, page.url
+                assert re.search(r"[\u4e00-\u9fff]", heading.inner_text()), heading.inner_text()
+                menus = page.locator(".lm-MenuBar-itemLabel")
+                labels = [menus.nth(i).inner_text() for i in range(menus.count())]
+                assert ZH_MENUS["File"] in labels, f"JupyterLab's menus are not in Chinese: {labels}"
+                # 2. the learner's Chinese copy of lesson 00: cleared, then Run All from the Chinese menu
+                _open_notebook(page, server, mine, deadline)
+                _click_menu(page, ZH_MENUS["Edit"], ZH_MENUS["Clear Outputs of All Cells"])
+                _wait_for(page, lambda s: all(c["count"] is None and not c["errors"] for c in s["cells"]),
+                          "clearing all outputs", deadline, mine)
+                _run_all(page, server, mine, deadline, menu=(ZH_MENUS["Run"], ZH_MENUS["Run All Cells"]))
+                verdict = page.locator(".jp-Notebook .jp-OutputArea-output", has_text="✓ " + tr("correct", lang="zh"))
+                assert verdict.count() > 0, "the checks' verdicts are not in Chinese: FP16LAB_LANG did not reach the kernel"
+                # 3. a wrong answer in the first exercise: its check shows the Chinese hint
+                page.evaluate(RUN_TWO_JS, [index, wrong])
+                state = _wait_for(page, lambda s: any(c["index"] == index + 1 and c["errors"] for c in s["cells"]),
+                                  "the check of the wrong answer failing", deadline, mine)
+                err = next(c for c in state["cells"] if c["index"] == index + 1)["errors"][0]
+                assert err["ename"] == "AssertionError" and err["evalue"].startswith("提示："), err
+                shown = page.locator(".jp-Notebook .jp-OutputArea-output", has_text=err["evalue"][:20])
+                shown.first.wait_for(state="visible", timeout=20_000)
+            except BaseException:
+                _screenshot_on_failure(page, tmp_path / "failure.png")
+                raise
+            finally:
+                browser.close()
+    finally:
+        server.stop()
+        assert server.proc.poll() is not None, "jupyter lab is still running after shutdown"
+    with capsys.disabled():
+        print(f"\n[browser] Chinese lab: zh start page with the Chinese interface, {ZH_LESSON.name} run green from "
+              f"the Chinese menus, a wrong answer showed the hint {err['evalue'][:30]!r}...; "
               f"{time.monotonic() - t0:.1f} s")

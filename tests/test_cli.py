@@ -38,7 +38,9 @@ def test_each_subcommand_has_help(name, capsys):
 
 @pytest.mark.parametrize(("name", "sub"), [("outputs", "run"), ("outputs", "check"), ("outputs", "note"),
                                           ("workshop", "write"), ("workshop", "check"), ("workshop", "verify"),
-                                          ("workshop", "agenda"), ("workshop", "time-quick"), ("workshop", "lint")])
+                                          ("workshop", "agenda"), ("workshop", "time-quick"), ("workshop", "lint"),
+                                          ("translations", "write"), ("translations", "check"),
+                                          ("translations", "skeleton")])
 def test_nested_commands_have_help(name, sub, capsys):
     with pytest.raises(SystemExit, match="^0$") as exit_:
         main([name, sub, "--help"])

@@ -257,7 +257,9 @@ def test_snapshot_summary_of_a_real_snapshot() -> None:
     finally:
         torch.cuda.memory._record_memory_history(enabled=None)
     s = snapshot_summary(snap)
-    assert s.by_frame["mib"].sum() >= 8 and "test_memory.py" in s.by_frame.iloc[0]["where"]
+    # earlier tests' blocks may still be cached (recorded before the history, so with no frame): find ours
+    mine = s.by_frame[s.by_frame["where"].str.contains("test_memory.py", regex=False)]
+    assert len(mine) and mine["mib"].sum() >= 8, s.by_frame
     del x
 
 

@@ -89,16 +89,9 @@ SKIP_FUNCTIONS = {
 # remove its entry).
 KNOWN_GAPS = {
     "fp16lab.course.lab.": "lab_command: port/open_browser/token/start unchecked (file under the lead's edit)",
-    "fp16lab.course.translations.": "digest/parse/render/markdown_cells/skeleton unchecked (the Chinese edition's "
-                                    "file, under another engineer's edit)",
 }
 KNOWN_GAP_ARGS: dict[str, tuple[str, ...]] = {  # exactly the (function, arguments) that still fail
     'fp16lab.course.lab.lab_command': ('open_browser', 'port', 'start', 'token'),
-    'fp16lab.course.translations.digest': ('source',),
-    'fp16lab.course.translations.markdown_cells': ('notebook',),
-    'fp16lab.course.translations.parse': ('text',),
-    'fp16lab.course.translations.render': ('entries', 'name'),
-    'fp16lab.course.translations.skeleton': ('notebook',),
 }
 ANY_VALUE = {  # (function, argument): every object is a valid value
     ("instance", "value"), ("one_of", "value"), ("positive_int", "value"), ("non_negative_int", "value"),
@@ -222,6 +215,7 @@ GOOD: dict[str, Callable[[Path], Any]] = {
     "student": lambda tmp: tmp / "s.ipynb",
     "ok": lambda tmp: True,
     "hint": lambda tmp: "a hint",
+    "msgid": lambda tmp: "correct",
     "what": lambda tmp: "a thing",
     "n_args": lambda tmp: 1,
     "allowed": lambda tmp: ("fp16",),
@@ -284,6 +278,10 @@ GOOD: dict[str, Callable[[Path], Any]] = {
     "e": lambda tmp: RuntimeError("x"),
     "make_model": lambda tmp: (lambda: nn.Linear(16, 16)),
     "make_input": lambda tmp: (lambda n: torch.randn(n, 4)),
+    "entries": lambda tmp: [],
+    "text": lambda tmp: "",
+    "target": lambda tmp: "README.md",
+    "notebook": lambda tmp: __import__("nbformat").write(_nb(), tmp / "01_x.ipynb") or tmp / "01_x.ipynb",
     "module": lambda tmp: nn.Linear(4, 4),
     "checkpoint": lambda tmp: tmp / "run.pt",
     "facts": lambda tmp: None,
@@ -291,9 +289,6 @@ GOOD: dict[str, Callable[[Path], Any]] = {
     "head_dim": lambda tmp: 4,
     "dtype": lambda tmp: torch.float16,
     "compile_modes": lambda tmp: ["reduce-overhead"],
-    "text": lambda tmp: "",
-    "entries": lambda tmp: [],
-    "notebook": lambda tmp: tmp / "01_x.ipynb",
     "scheduler": lambda tmp: torch.optim.lr_scheduler.StepLR(_CALL.setdefault("optimizer", _optimizer(tmp)), 1),
 }
 _PROFILED = {"step_profile": {"a": [{"kind": "matmul", "ms_per_step": 1.0, "share_of_step": 1.0}]}}

@@ -236,3 +236,99 @@ def test_reference_is_read_only_on_the_server(repo):
     asyncio.run(scenario())
     assert (root / "00_first.ipynb").read_bytes() == ref_bytes
     assert (root / "work" / "notes.txt").read_text() == "notes"
+
+
+# ---- the Chinese edition: notebooks/zh/ -> notebooks/work/zh/, the lab in Chinese ----------------
+
+@pytest.fixture
+def zh_repo(repo: Path) -> Path:
+    """The small repository with a Chinese edition: one lesson, its student copy, the start page."""
+    zh = repo / "notebooks" / "zh"
+    (zh / "student").mkdir(parents=True)
+    nbformat.write(_lesson(md="# 第一课"), zh / "00_first.ipynb")
+    nbformat.write(nbformat.v4.new_notebook(), zh / "student" / "00_first.ipynb")
+    (zh / "README.md").write_text("# 从这里开始\n", encoding="utf-8")
+    return repo
+
+
+def test_chinese_copies_go_to_work_zh_with_a_chinese_note(zh_repo):
+    nbdir = zh_repo / "notebooks"
+    ws = workspace.prepare(zh_repo, lang="zh")
+    work = nbdir / "work" / "zh"
+    assert sorted(p.relative_to(work).as_posix() for p in ws.created) == ["00_first.ipynb", "student/00_first.ipynb"]
+    assert not (nbdir / "work" / "00_first.ipynb").exists(), "the Chinese lab makes only the Chinese copies"
+    mine = nbformat.read(work / "00_first.ipynb", as_version=4)
+    assert mine.metadata[workspace.WORK_META]["copy_of"] == "notebooks/zh/00_first.ipynb"
+    note = mine.cells[1].outputs[0]
+    assert is_reference_note(note) and "这是你的副本" in note["data"]["text/plain"]
+    (work / "00_first.ipynb").write_text((work / "00_first.ipynb").read_text().replace("x = 1", "x = '我的'"))
+    again = workspace.prepare(zh_repo, lang="zh")
+    assert not again.created and "我的" in (work / "00_first.ipynb").read_text(), "a learner's copy is never overwritten"
+    ((fresh, old),) = workspace.reset(["00"], zh_repo, lang="zh")
+    assert fresh == work / "00_first.ipynb" and old is not None and old.parent == work / "old"
+    english = workspace.prepare(zh_repo)
+    assert (nbdir / "work" / "00_first.ipynb") in english.created and "This is your copy" in \
+        (nbdir / "work" / "00_first.ipynb").read_text()
+
+
+def test_an_unknown_language_is_refused_before_any_copy(zh_repo, repo):
+    with pytest.raises(ValueError, match="lang must be one of 'en', 'zh'; got 'fr'"):
+        workspace.prepare(zh_repo, lang="fr")
+    assert not (zh_repo / "notebooks" / "work").exists()
+    shutil.rmtree(repo / "notebooks" / "zh")
+    with pytest.raises(FileNotFoundError, match=r"no lessons found in '.*zh' to copy"):
+        workspace.prepare(repo, lang="zh")
+
+
+def test_the_chinese_lab_sets_its_language_for_kernels_and_jupyterlab(tmp_path, monkeypatch):
+    import jupyterlab.commands
+
+    monkeypatch.setattr(jupyterlab.commands, "get_app_dir", lambda: str(tmp_path / "app"))
+    folder = lab.write_lab_settings(lab.lab_settings_dir(tmp_path, "zh"), lang="zh")
+    assert folder == tmp_path / "work" / "zh" / lab.SETTINGS_DIR
+    data = json.loads((folder / "overrides.json").read_text())
+    assert data["@jupyterlab/translation-extension:plugin"] == {"locale": "zh_CN"}
+    assert data["@jupyter-widgets/jupyterlab-manager:plugin"]["saveState"] is True
+    english = json.loads((lab.write_lab_settings(tmp_path / "en") / "overrides.json").read_text())
+    assert "@jupyterlab/translation-extension:plugin" not in english, "the English lab keeps JupyterLab's own choice"
+    assert lab.lab_env("zh", {"FP16LAB_LANG": "en", "PATH": "/bin"}) == {"FP16LAB_LANG": "zh", "PATH": "/bin"}
+    assert lab.lab_env("en", {"FP16LAB_LANG": "zh"})["FP16LAB_LANG"] == "en", "a lab's kernels speak its language"
+    assert lab.start_page("zh") == "zh/README.md" and lab.start_page() == "README.md"
+
+
+def test_lab_lang_on_the_command_line_and_in_make():
+    dry = subprocess.run([sys.executable, "-m", "fp16lab", "lab", "--lang", "zh", "--dry-run"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert dry.stdout.startswith("FP16LAB_LANG=zh ") and "--LabApp.default_url=/lab/tree/zh/README.md" in dry.stdout
+    assert f"{os.sep}work{os.sep}zh{os.sep}.lab-settings" in dry.stdout
+    bad = subprocess.run([sys.executable, "-m", "fp16lab", "lab", "--lang", "fr", "--dry-run"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--lang must be one of 'en', 'zh'; got 'fr'" in bad.stderr, bad.stderr
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    out = subprocess.run(["make", "--no-print-directory", "-n", "lab", "LAB_LANG=zh"], cwd=ROOT,
+                         capture_output=True, text=True, check=True, env=env).stdout
+    assert "-m fp16lab lab --port=8888 --lang=zh" in out, out
+    plain = subprocess.run(["make", "--no-print-directory", "-n", "lab"], cwd=ROOT, capture_output=True, text=True,
+                           check=True, env=env).stdout
+    assert "--lang" not in plain
+
+
+def test_a_chinese_reference_file_names_the_chinese_copy(zh_repo):
+    from tornado import web
+
+    from fp16lab.course.labserver import ReferenceContentsManager
+
+    workspace.prepare(zh_repo, lang="zh")
+    cm = ReferenceContentsManager(root_dir=str(zh_repo / "notebooks"))
+
+    async def scenario() -> None:
+        ref = await cm.get("zh/00_first.ipynb")
+        assert ref["writable"] is False
+        with pytest.raises(web.HTTPError, match="403") as refused:
+            await cm.save(ref, "zh/00_first.ipynb")
+        assert "Work in your copy, work/zh/00_first.ipynb" in refused.value.log_message
+
+    asyncio.run(scenario())

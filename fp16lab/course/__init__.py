@@ -4,6 +4,8 @@ Learners import the library (``fp16lab.train``, ``fp16lab.align``, ...). This su
 the tools around the lessons, each reachable from ``python -m fp16lab <command>``:
 
 - ``env``: the environment report, measurement metadata (``doctor``)
+- ``i18n``: the one switch (``FP16LAB_LANG``) and message catalogue for what a learner's run prints
+  (hints, verdicts, banners, the doctor) in Chinese
 - ``command``: one place that turns a refused command-line input into exit status 2
 - ``paths``: the repository root and the course folders, found in one place
 - ``outputs``: run a lesson in place and stamp where its outputs came from (``outputs``)
@@ -20,6 +22,8 @@ the tools around the lessons, each reachable from ``python -m fp16lab <command>`
 - ``readme``: README tables generated from committed results (targets of the newer lessons)
 - ``portability``: every lesson under each hardware profile on a GPU, recorded in
   ``results/portability.json`` (``portability``)
+- ``translations``: the Chinese edition, ``notebooks/zh/``, made from the English lessons and one
+  translation file per lesson, and kept in step by test (``translations``)
 
 Nothing here imports torch at import time.
 """
@@ -29,6 +33,7 @@ __all__ = [
     "card",
     "command",
     "env",
+    "i18n",
     "lab",
     "labserver",
     "outputs",
@@ -37,6 +42,7 @@ __all__ = [
     "prose",
     "readme",
     "student",
+    "translations",
     "verify",
     "workshop",
     "workspace",

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from fp16lab.checks import non_negative_int
+from fp16lab.course.i18n import tr
 from fp16lab.device import mps_available, resolve_device
 from fp16lab.hardware import PROFILE_ENV, active_profile, chip_features, gpu_facts
 from fp16lab.precision import tf32_state
@@ -92,9 +93,9 @@ class Report:
         for c in self.checks:
             lines.append(f"[{c.status.value:4}] {c.name:<{w}}  {c.value}")
             if c.fix:
-                lines.append(f"{'':7}{'':<{w}}  fix: {c.fix}")
-        verdict = "no FAIL rows" if self.ok else "at least one FAIL row: see the fixes above"
-        lines.append(f"verdict: {verdict}")
+                lines.append(f"{'':7}{'':<{w}}  " + tr("fix: {fix}", fix=c.fix))
+        verdict = tr("no FAIL rows") if self.ok else tr("at least one FAIL row: see the fixes above")
+        lines.append(tr("verdict: {verdict}", verdict=verdict))
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -113,7 +114,8 @@ class Report:
                 f'<td style="color:{colour};font-weight:bold">{c.status.value}</td>'
                 f'<td style="text-align:left">{_code_spans(html.escape(c.fix))}</td></tr>'
             )
-        head = "<tr><th>check</th><th>value</th><th>status</th><th>fix</th></tr>"
+        heads = (tr("check"), tr("value"), tr("status"), tr("fix"))
+        head = "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in heads) + "</tr>"
         return f"<table>{head}{''.join(rows)}</table>"
 
 
@@ -196,16 +198,24 @@ def _package_checks() -> list[Check]:
             rows.append(Check(pkg, md.version(pkg)))
         except md.PackageNotFoundError:
             if pkg in _NEEDED:
-                rows.append(Check(pkg, "not installed", Status.FAIL, f"`pip install {pkg}` (or run `make setup`)"))
+                rows.append(Check(pkg, tr("not installed"), Status.FAIL,
+                                  tr("`pip install {pkg}` (or run `make setup`)", pkg=pkg)))
             else:  # the lessons still run (VS Code, nbclient, a headless runner): a warning, not a failure
-                rows.append(Check(pkg, "not installed", Status.WARN, f"{_FOR_THE_LAB[pkg]}: `pip install {pkg}` "
-                                  "(or run `make setup`)"))
+                rows.append(Check(pkg, tr("not installed"), Status.WARN,
+                                  tr("{why}: `pip install {pkg}` (or run `make setup`)", why=_for_the_lab(pkg),
+                                     pkg=pkg)))
     return rows
 
 
 _NEEDED = ("torchvision", "pandas", "matplotlib", "seaborn", "tqdm")
-_FOR_THE_LAB = {"jupyterlab": "needed to open the lessons in JupyterLab (`make lab`)",
-                "ipywidgets": "needed for live progress bars in JupyterLab (without it they print as text)"}
+_FOR_THE_LAB = ("jupyterlab", "ipywidgets")
+
+
+def _for_the_lab(pkg: str) -> str:
+    """Why the lab needs ``pkg`` (in the learner's language)."""
+    if pkg == "jupyterlab":
+        return tr("needed to open the lessons in JupyterLab (`make lab`)")
+    return tr("needed for live progress bars in JupyterLab (without it they print as text)")
 
 
 def report(device_index: int = 0) -> Report:
@@ -245,7 +255,7 @@ def report(device_index: int = 0) -> Report:
     rows += _driver_checks()
     if facts.profile:
         rows.append(Check("hardware profile", facts.label, Status.WARN,
-                          f"unset {PROFILE_ENV} to measure this GPU as it is"))
+                          tr("unset {env} to measure this GPU as it is", env=PROFILE_ENV)))
     rows.append(Check("GPU", f"{facts.name} (cuda:{index})"))
     rows.append(_arch_check(facts.capability))
     rows.append(Check("SMs", str(facts.sm_count)))
@@ -260,7 +270,7 @@ def _python_check() -> Check:
     v = platform.python_version()
     if sys.version_info[:2] >= MIN_PYTHON:
         return Check("Python", v)
-    return Check("Python", v, Status.FAIL, "install Python >= 3.10")
+    return Check("Python", v, Status.FAIL, tr("install Python >= 3.10"))
 
 
 def _torch_check() -> Check:
@@ -270,8 +280,8 @@ def _torch_check() -> Check:
     floor = ".".join(map(str, MIN_TORCH))
     return Check(
         "torch", tv, Status.FAIL,
-        f"the lessons need torch >= {floor} (fp32_precision TF32 settings, allow_fp16_accumulation, "
-        f"FSDP2): `pip install -U 'torch>={floor}' torchvision` (or re-run `make setup`)",
+        tr("the lessons need torch >= {floor} (fp32_precision TF32 settings, allow_fp16_accumulation, "
+           "FSDP2): `pip install -U 'torch>={floor}' torchvision` (or re-run `make setup`)", floor=floor),
     )
 
 
@@ -279,19 +289,19 @@ def _cuda_build_check() -> Check:
     if torch.version.cuda is None:
         return Check(
             "torch CUDA build", "CPU-only wheel", Status.WARN,
-            "if this machine has an NVIDIA GPU, install a CUDA wheel: "
-            "`pip install torch --index-url https://download.pytorch.org/whl/cu126`",
+            tr("if this machine has an NVIDIA GPU, install a CUDA wheel: "
+               "`pip install torch --index-url https://download.pytorch.org/whl/cu126`"),
         )
     return Check("torch CUDA build", f"CUDA {torch.version.cuda}")
 
 
 def _no_gpu_check() -> Check:
-    why = "no CUDA device visible" if torch.version.cuda else "torch has no CUDA support"
+    why = tr("no CUDA device visible") if torch.version.cuda else tr("torch has no CUDA support")
     return Check(
-        "CUDA GPU", f"none ({why})", Status.WARN,
-        "lessons run in quick mode on the CPU and show the committed H200 reference outputs for "
-        "GPU-only results; for your own numbers use an NVIDIA GPU (check `nvidia-smi`, and "
-        "`CUDA_VISIBLE_DEVICES`)",
+        "CUDA GPU", tr("none ({why})", why=why), Status.WARN,
+        tr("lessons run in quick mode on the CPU and show the committed H200 reference outputs for "
+           "GPU-only results; for your own numbers use an NVIDIA GPU (check `nvidia-smi`, and "
+           "`CUDA_VISIBLE_DEVICES`)"),
     )
 
 
@@ -300,13 +310,13 @@ def _driver_checks() -> list[Check]:
     rows = [
         Check("driver", driver)
         if driver
-        else Check("driver", "unknown", Status.WARN, "`nvidia-smi` not found or failed; check the driver install")
+        else Check("driver", tr("unknown"), Status.WARN, tr("`nvidia-smi` not found or failed; check the driver install"))
     ]
     if torch.backends.cudnn.is_available():
         rows.append(Check("cuDNN", str(torch.backends.cudnn.version())))
     else:
-        rows.append(Check("cuDNN", "not available", Status.WARN,
-                          "convolutions will be slow; reinstall a CUDA torch wheel (it bundles cuDNN)"))
+        rows.append(Check("cuDNN", tr("not available"), Status.WARN,
+                          tr("convolutions will be slow; reinstall a CUDA torch wheel (it bundles cuDNN)")))
     return rows
 
 
@@ -329,9 +339,9 @@ def _arch_check(capability: tuple[int, int]) -> Check:
     return Check(
         "compute capability", f"{sm}: this torch build has no kernels for it (built for {', '.join(arches)})",
         Status.FAIL,
-        "the series does not support this GPU with this torch build; torch's CUDA 12.6 wheels still "
-        "ship Volta (sm_70) kernels: `pip install torch torchvision --index-url "
-        "https://download.pytorch.org/whl/cu126`",
+        tr("the series does not support this GPU with this torch build; torch's CUDA 12.6 wheels still "
+           "ship Volta (sm_70) kernels: `pip install torch torchvision --index-url "
+           "https://download.pytorch.org/whl/cu126`"),
     )
 
 
@@ -342,7 +352,7 @@ def _peak_check(name: str) -> Check:
     if peak is None:
         return Check(
             "peak table", f"{name!r} is not in fp16lab.hardware.PEAK_TFLOPS", Status.WARN,
-            "'% of peak' figures are not shown; add your GPU's datasheet numbers to `PEAK_TFLOPS`",
+            tr("'% of peak' figures are not shown; add your GPU's datasheet numbers to `PEAK_TFLOPS`"),
         )
     return Check(
         "peak table",
@@ -362,7 +372,7 @@ def capability_checks(capability: tuple[int, int], name: str | None = None) -> l
             "FP16 Tensor Cores",
             f"no ({sm} < sm_70)" if capability < (7, 0) else f"no ({name}: a GTX 16xx has none)",
             Status.WARN,
-            "fp16 runs but without Tensor Cores: expect little or no AMP speed-up on this GPU",
+            tr("fp16 runs but without Tensor Cores: expect little or no AMP speed-up on this GPU"),
         ),
         Check("BF16 native", "yes")
         if f["bf16_native"]
@@ -370,11 +380,11 @@ def capability_checks(capability: tuple[int, int], name: str | None = None) -> l
             "BF16 native",
             f"no ({sm} < sm_80)",
             Status.WARN,
-            "use fp16 with GradScaler; `torch.cuda.is_bf16_supported()` may still say True "
-            "here because bf16 is emulated (slow)",
+            tr("use fp16 with GradScaler; `torch.cuda.is_bf16_supported()` may still say True "
+               "here because bf16 is emulated (slow)"),
         ),
         Check("TF32", "yes")
         if f["tf32"]
-        else Check("TF32", f"no ({sm} < sm_80)", Status.WARN, "FP32 matmuls run at plain FP32 speed"),
+        else Check("TF32", f"no ({sm} < sm_80)", Status.WARN, tr("FP32 matmuls run at plain FP32 speed")),
         Check("FP8", "yes (lesson 09_fp8)" if f["fp8"] else f"no ({sm} < sm_89; lesson 09_fp8 shows its numerics and the reference run)"),
     ]

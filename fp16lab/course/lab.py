@@ -15,6 +15,13 @@
 
 The settings go to a lab-settings folder inside the workspace (``work/.lab-settings``), merged
 over the environment's own defaults; nothing outside the repository is changed.
+
+``--lang zh`` (``make lab LAB_LANG=zh``) is the Chinese edition: the work copies come from
+``notebooks/zh/`` into ``notebooks/work/zh/``, the lab opens ``zh/README.md``, its kernels run with
+``FP16LAB_LANG=zh`` (hints, banners and the doctor in Chinese, :mod:`fp16lab.course.i18n`) and
+JupyterLab's own interface is Chinese (the ``jupyterlab-language-pack-zh-CN`` language pack, selected
+by the ``locale`` setting in this lab's own settings folder, ``work/zh/.lab-settings``). Every lab sets
+``FP16LAB_LANG`` to its language, so a shell's setting does not mix the languages.
 """
 
 from __future__ import annotations
@@ -24,17 +31,23 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from fp16lab.checks import path as _path
 from fp16lab.course import paths as _paths
+from fp16lab.course.i18n import LANG_ENV, check_lang
 
 __all__ = [
     "SETTINGS_OVERRIDES",
     "CONTENTS_MANAGER",
+    "LOCALES",
     "write_lab_settings",
     "lab_command",
+    "lab_env",
+    "lab_settings_dir",
+    "start_page",
     "configure",
     "add_parser",
 ]
@@ -47,6 +60,9 @@ SETTINGS_OVERRIDES: dict[str, dict[str, Any]] = {
 }
 CONTENTS_MANAGER = "fp16lab.course.labserver.ReferenceContentsManager"
 SETTINGS_DIR = ".lab-settings"
+# JupyterLab's interface language per course language (a language pack's locale); English is JupyterLab's own
+LOCALES = {"zh": "zh_CN"}
+TRANSLATION_PLUGIN = "@jupyterlab/translation-extension:plugin"
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -73,11 +89,17 @@ def _env_overrides() -> dict[str, Any]:
     return merged
 
 
-def write_lab_settings(folder: "str | Path") -> Path:
-    """Write the lab's application settings (the environment's overrides + ours) into ``folder``."""
+def write_lab_settings(folder: "str | Path", *, lang: str = "en") -> Path:
+    """Write the lab's application settings (the environment's overrides + ours) into ``folder``.
+
+    ``lang="zh"`` also sets JupyterLab's interface language (``locale`` zh_CN, from the language pack).
+    """
+    check_lang(lang)
     target = _path("folder", folder)
     target.mkdir(parents=True, exist_ok=True)
     data = _merge(_env_overrides(), SETTINGS_OVERRIDES)
+    if lang in LOCALES:
+        data = _merge(data, {TRANSLATION_PLUGIN: {"locale": LOCALES[lang]}})
     path = target / "overrides.json"
     text = json.dumps(data, indent=1, sort_keys=True) + "\n"
     if not path.exists() or path.read_text(encoding="utf-8") != text:
@@ -121,28 +143,51 @@ def lab_command(
     return cmd
 
 
+def start_page(lang: str = "en") -> str:
+    """The start page of a language's lab, relative to notebooks/: README.md or zh/README.md."""
+    return "README.md" if check_lang(lang) == "en" else f"{lang}/README.md"
+
+
+def lab_settings_dir(notebooks: "str | Path", lang: str = "en") -> Path:
+    """This lab's settings folder: notebooks/work/.lab-settings, or work/zh/.lab-settings for Chinese."""
+    work = _path("notebooks", notebooks) / "work"
+    return work / SETTINGS_DIR if check_lang(lang) == "en" else work / lang / SETTINGS_DIR
+
+
+def lab_env(lang: str = "en", base: "Mapping[str, str] | None" = None) -> dict[str, str]:
+    """The lab's environment (``base``, default this process's): ``FP16LAB_LANG`` set for its kernels."""
+    if base is not None and not isinstance(base, Mapping):
+        raise TypeError(f"base must be a mapping of environment variables or None, got {type(base).__name__}")
+    env = dict(os.environ if base is None else base)
+    env[LANG_ENV] = check_lang(lang)
+    return env
+
+
 def _lab(args: argparse.Namespace) -> int:
     from fp16lab.course.workspace import prepare
 
     if not 1 <= args.port <= 65535:
         raise ValueError(f"--port must be 1..65535, got {args.port!r}")
+    lang = check_lang(args.lang, "--lang")
     root = _paths.repo_root()
     nbdir = _paths.notebooks_dir(root)
-    start = args.open or "README.md"
+    start = args.open or start_page(lang)
     if not (nbdir / start).exists():
         raise ValueError(f"--open must name a file under {str(nbdir)!r}, e.g. work/00_setup_and_verify.ipynb; "
                          f"got {start!r}")
-    cmd = lab_command(nbdir, port=args.port, open_browser=not args.no_browser, start=start)
+    settings = lab_settings_dir(nbdir, lang)
+    cmd = lab_command(nbdir, port=args.port, open_browser=not args.no_browser, start=start, settings_dir=settings)
     if args.dry_run:
-        print(" ".join(cmd))
+        print(f"{LANG_ENV}={lang} " + " ".join(cmd))
         return 0
-    print(prepare(root), flush=True)
-    write_lab_settings(_paths.work_dir(root) / SETTINGS_DIR)
+    print(prepare(root, lang=lang), flush=True)
+    write_lab_settings(settings, lang=lang)
     print(f"starting JupyterLab on {nbdir} (lessons outside work/ are read-only here; Ctrl-C stops it)",
           flush=True)
+    env = lab_env(lang)
     if os.name == "posix":
-        os.execv(cmd[0], cmd)  # the lab takes over this process: Ctrl-C goes straight to it
-    return subprocess.call(cmd)
+        os.execve(cmd[0], cmd, env)  # the lab takes over this process: Ctrl-C goes straight to it
+    return subprocess.call(cmd, env=env)
 
 
 def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -153,6 +198,9 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--open", default=None, metavar="PATH",
                         help="open this file under notebooks/ instead of the start page, e.g. "
                              "work/02_amp_training_loop.ipynb")
+    parser.add_argument("--lang", default="en", metavar="LANG",
+                        help="en (default) or zh: the Chinese edition (notebooks/zh/, copies in work/zh/, "
+                             "Chinese hints and JupyterLab in Chinese)")
     parser.add_argument("--dry-run", action="store_true", help="print the jupyter command and change nothing")
     parser.set_defaults(func=_lab)
     return parser

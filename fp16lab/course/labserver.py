@@ -47,7 +47,10 @@ class ReferenceContentsManager(AsyncLargeFileManager):
         if not await self._exists(path):
             return web.HTTPError(403, f"only {work}/ is yours to write in this lab: {path.strip('/')} cannot be {what} "
                                       f"here. Save it into {work}/ (File > Save As: {work}/{name}).")
-        copy = f"{work}/{name}" if await self._exists(f"{work}/{name}") else None
+        copy = None
+        for candidate in (f"{work}/{path.strip('/')}", f"{work}/{name}"):  # zh/02_x.ipynb: work/zh/02_x.ipynb
+            if copy is None and await self._exists(candidate):
+                copy = candidate
         where = f"Work in your copy, {copy}" if copy else f"Use File > Save As into {work}/"
         return web.HTTPError(403, f"{path.strip('/')} is part of the course's reference and is read-only in this "
                                   f"lab, so it cannot be {what}. {where} (your copies live in {work}/).")

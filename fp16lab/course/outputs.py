@@ -23,6 +23,7 @@ from typing import Any
 
 from fp16lab import checks
 from fp16lab.course import paths as _paths
+from fp16lab.course.i18n import check_lang, tr
 
 __all__ = [
     "KEY",
@@ -104,49 +105,53 @@ def drop_orphan_widgets(nb: Any) -> int:
     return removed
 
 
-def note_text(meta: dict[str, Any], *, copy: bool = False) -> tuple[str, str]:
+def note_text(meta: dict[str, Any], *, copy: bool = False, lang: str = "en") -> tuple[str, str]:
     """The reference note for stamp metadata ``meta``: (markdown, plain text).
 
     ``copy=True`` gives the wording for a learner's copy in notebooks/work/ (default False:
-    the wording for the reference lesson itself).
+    the wording for the reference lesson itself). ``lang``: the notebook's language, "en" (default)
+    or "zh" (:mod:`fp16lab.course.i18n`); the Chinese note points at the Chinese copies, notebooks/work/zh/.
     """
-    return _note_text(*_note_args(meta, copy))
+    return _note_text(*_note_args(meta, copy, lang))
 
 
-def _note_args(meta: object, copy: object) -> tuple[dict[str, Any], bool]:
-    """A note's arguments, checked once: ``meta`` a stamp dict, ``copy`` a bool."""
+def _note_args(meta: object, copy: object, lang: object) -> tuple[dict[str, Any], bool, str]:
+    """A note's arguments, checked once: ``meta`` a stamp dict, ``copy`` a bool, ``lang`` a known language."""
     checks.instance("meta", meta, dict, "a stamp dict (nb.metadata['fp16lab'])")
-    return meta, checks.boolean("copy", copy)  # type: ignore[return-value]
+    return meta, checks.boolean("copy", copy), check_lang(lang)  # type: ignore[return-value]
 
 
-def _note_text(meta: dict[str, Any], copy: bool) -> tuple[str, str]:
-    where = meta.get("outputs_from") or f"{meta.get('device')} ({meta.get('mode')} mode)"
+def _note_text(meta: dict[str, Any], copy: bool, lang: str) -> tuple[str, str]:
+    where = meta.get("outputs_from") or tr("{device} ({mode} mode)", lang=lang, device=meta.get("device"),
+                                           mode=meta.get("mode"))
     detail = ", ".join(str(x) for x in (f"torch {meta['torch']}" if meta.get("torch") else None,
                                           meta.get("date")) if x)
-    head_md = f"**Stored outputs from {where}**{' (' + detail + ')' if detail else ''}, **not from your computer.**"
-    head = f"Stored outputs: made on {where}{', ' + detail if detail else ''}, not on your computer."
+    head_md = tr("**Stored outputs from {where}**{detail}, **not from your computer.**", lang=lang, where=where,
+                 detail=f" ({detail})" if detail else "")
+    head = tr("Stored outputs: made on {where}{detail}, not on your computer.", lang=lang, where=where,
+              detail=f", {detail}" if detail else "")
     if copy:
-        tail = ("This is your copy: run it (Run > Run All Cells) and these outputs become yours. The reference "
-                "stays unchanged in notebooks/.")
-        tail_md = ("This is your copy: run it (*Run → Run All Cells*) and these outputs become yours. The "
-                   "reference stays unchanged in `notebooks/`.")
+        tail = tr("This is your copy: run it (Run > Run All Cells) and these outputs become yours. The reference "
+                  "stays unchanged in notebooks/.", lang=lang)
+        tail_md = tr("This is your copy: run it (*Run → Run All Cells*) and these outputs become yours. The "
+                     "reference stays unchanged in `notebooks/`.", lang=lang)
     else:
-        tail = ("This is the read-only reference: to run it, open your copy in notebooks/work/ (`make lab` "
-                "or `python -m fp16lab lab` makes it).")
-        tail_md = ("This is the read-only reference: to run it, open your copy in `notebooks/work/` "
-                   "(`make lab` or `python -m fp16lab lab` makes it).")
+        tail = tr("This is the read-only reference: to run it, open your copy in notebooks/work/ (`make lab` "
+                  "or `python -m fp16lab lab` makes it).", lang=lang)
+        tail_md = tr("This is the read-only reference: to run it, open your copy in `notebooks/work/` "
+                     "(`make lab` or `python -m fp16lab lab` makes it).", lang=lang)
     return f"{head_md} {tail_md}", f"{head} {tail}"
 
 
-def reference_note(meta: dict[str, Any], *, copy: bool = False) -> Any:
-    """The note as a notebook output (display data, marked with :data:`NOTE_KEY`)."""
-    return _reference_note(*_note_args(meta, copy))
+def reference_note(meta: dict[str, Any], *, copy: bool = False, lang: str = "en") -> Any:
+    """The note as a notebook output (display data, marked with :data:`NOTE_KEY`), in ``lang``."""
+    return _reference_note(*_note_args(meta, copy, lang))
 
 
-def _reference_note(meta: dict[str, Any], copy: bool) -> Any:
+def _reference_note(meta: dict[str, Any], copy: bool, lang: str) -> Any:
     import nbformat
 
-    markdown, plain = _note_text(meta, copy)
+    markdown, plain = _note_text(meta, copy, lang)
     return nbformat.v4.new_output("display_data", data={"text/markdown": markdown, "text/plain": plain},
                                   metadata={NOTE_KEY: True})
 
@@ -171,20 +176,22 @@ def _refuse_checked_output(cell: Any) -> None:
                          "and the reference note would fail that check; move the checked output to a later cell")
 
 
-def set_reference_note(nb: Any, *, meta: dict[str, Any] | None = None, copy: bool = False) -> Any:
+def set_reference_note(nb: Any, *, meta: dict[str, Any] | None = None, copy: bool = False,
+                       lang: str = "en") -> Any:
     """Put (or refresh) the reference note first in the first code cell's outputs.
 
     Uses ``meta`` (default: the stamp in ``nb.metadata['fp16lab']``); raises ValueError when
-    there is none. ``copy=True``: the wording for a learner's copy.
+    there is none. ``copy=True``: the wording for a learner's copy; ``lang``: its language ("en" or "zh").
     """
+    check_lang(lang)
     checks.notebook("nb", nb)
     copy = checks.boolean("copy", copy)
     if meta is not None:
         checks.instance("meta", meta, dict, "a stamp dict (nb.metadata['fp16lab']) or None")
-    return _set_note(nb, meta if meta is not None else nb.metadata.get(KEY), copy)
+    return _set_note(nb, meta if meta is not None else nb.metadata.get(KEY), copy, lang)
 
 
-def _set_note(nb: Any, meta: Any, copy: bool) -> Any:
+def _set_note(nb: Any, meta: Any, copy: bool, lang: str) -> Any:
     if not meta:
         raise ValueError("the notebook has no fp16lab stamp (metadata 'fp16lab'): run "
                          "`python -m fp16lab outputs run` on it first")
@@ -193,7 +200,7 @@ def _set_note(nb: Any, meta: Any, copy: bool) -> Any:
     if cell is None:
         raise ValueError("the notebook has no code cell to carry the reference note")
     _refuse_checked_output(cell)
-    cell.outputs = [_reference_note(meta, copy)] + [o for o in cell.outputs if not _is_note(o)]
+    cell.outputs = [_reference_note(meta, copy, lang)] + [o for o in cell.outputs if not _is_note(o)]
     return nb
 
 
@@ -222,7 +229,7 @@ def stamp(nb: Any, *, seconds: float | None = None) -> Any:
         "made_by": "python -m fp16lab outputs run",
     }
     if first is not None:
-        _set_note(nb, nb.metadata[KEY], False)
+        _set_note(nb, nb.metadata[KEY], False, "en")
     return nb
 
 
@@ -271,7 +278,7 @@ def stale(path: "str | Path") -> str | None:
     cell = _first_code(nb)
     if cell is not None:
         first = cell.outputs[0] if cell.outputs else None
-        if first is None or not _is_note(first) or first.get("data") != _reference_note(meta, False).data:
+        if first is None or not _is_note(first) or first.get("data") != _reference_note(meta, False, "en").data:
             return ("the first code cell does not start with the reference note for its stamp: "
                     "run `python -m fp16lab outputs note` on it (no re-run needed)")
     return None

@@ -4,7 +4,9 @@ The lessons in ``notebooks/`` are the reference: committed, with the outputs of 
 run. A learner runs and saves copies instead. :func:`prepare` copies every lesson (and every
 student copy, into ``work/student/``) that is not in the workspace yet and leaves existing files
 alone; :func:`reset` starts a lesson over, keeping the old copy in ``work/old/``.
-``notebooks/work/`` is git-ignored and not collected by pytest.
+``notebooks/work/`` is git-ignored and not collected by pytest. The Chinese edition (``lang="zh"``,
+``python -m fp16lab lab --lang zh``) copies ``notebooks/zh/`` (and ``notebooks/zh/student/``) into
+``notebooks/work/zh/`` the same way.
 
 A copy keeps the reference outputs (so it reads well before it is run), moves the reference
 stamp to ``metadata.fp16lab_workspace`` (so that, once run and saved, the file does not claim to
@@ -25,6 +27,7 @@ from typing import Any
 
 from fp16lab import checks
 from fp16lab.course import paths as _paths
+from fp16lab.course.i18n import check_lang
 
 __all__ = [
     "WORK_META",
@@ -47,6 +50,7 @@ class Workspace:
     created: list[Path] = field(default_factory=list)
     kept: list[Path] = field(default_factory=list)
     behind: list[Path] = field(default_factory=list)  # kept copies whose lesson's code changed since
+    lang: str = "en"
 
     def __str__(self) -> str:
         lines = [f"your workspace: {self.folder}"]
@@ -56,7 +60,7 @@ class Workspace:
             lines.append(f"  kept as they are (your work): {len(self.kept)} file(s)")
         for p in self.behind:
             lines.append(f"  note: the lesson behind {_rel(p, self.folder)} has changed since you copied it; "
-                         f"`python -m fp16lab workspace --reset {p.stem}` gives a fresh copy (yours moves "
+                         f"`python -m fp16lab workspace{'' if self.lang == 'en' else ' --lang ' + self.lang} --reset {p.stem}` gives a fresh copy (yours moves "
                          "to work/old/)")
         return "\n".join(lines)
 
@@ -68,16 +72,17 @@ def _rel(p: Path, folder: Path) -> str:
         return str(p)
 
 
-def work_copy(nb: Any, *, source: str) -> Any:
+def work_copy(nb: Any, *, source: str, lang: str = "en") -> Any:
     """The learner's copy of lesson ``nb`` (``nb`` itself is not changed).
 
     Same cells and stored outputs; the reference stamp (``metadata.fp16lab``) moves into
     ``metadata.fp16lab_workspace`` with ``source`` (the lesson's path) and the code digest, and
-    the first output says that these are the reference machine's outputs until the learner runs
-    the copy.
+    the first output says (in ``lang``, "en" or "zh") that these are the reference machine's outputs
+    until the learner runs the copy.
     """
     checks.notebook("nb", nb)
     checks.text("source", source)
+    check_lang(lang)
     from fp16lab.course.outputs import KEY, code_digest, set_reference_note
 
     out = _copy.deepcopy(nb)
@@ -90,24 +95,32 @@ def work_copy(nb: Any, *, source: str) -> Any:
         "made_by": "python -m fp16lab workspace",
     }
     if stamp and any(c.cell_type == "code" for c in out.cells):
-        set_reference_note(out, meta=stamp, copy=True)
+        set_reference_note(out, meta=stamp, copy=True, lang=lang)
     return out
 
 
-def _write_copy(lesson: Path, dest: Path, root: Path) -> None:
+def _write_copy(lesson: Path, dest: Path, root: Path, lang: str = "en") -> None:
     import nbformat
 
     nb = nbformat.read(lesson, as_version=4)
     rel = lesson.relative_to(root).as_posix() if lesson.is_relative_to(root) else str(lesson)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(work_copy(nb, source=rel), dest)
+    nbformat.write(work_copy(nb, source=rel, lang=lang), dest)
 
 
-def _sources(root: Path) -> list[tuple[Path, Path]]:
-    """(reference notebook, its place in the workspace) for every lesson and student copy."""
+def _folders(root: Path, lang: str) -> tuple[Path, Path]:
+    """(reference lessons, workspace) for a language: notebooks/ and work/, or notebooks/zh/ and work/zh/."""
     nbdir, work = _paths.notebooks_dir(root), _paths.work_dir(root)
+    return (nbdir, work) if lang == "en" else (nbdir / lang, work / lang)
+
+
+def _sources(root: Path, lang: str = "en") -> list[tuple[Path, Path]]:
+    """(reference notebook, its place in the workspace) for every lesson and student copy of ``lang``."""
+    nbdir, work = _folders(root, lang)
+    if not nbdir.is_dir():  # a checkout without that edition: prepare says "no lessons found"
+        return []
     pairs = [(p, work / p.name) for p in _paths.lessons(nbdir)]
-    student = _paths.student_dir(root)
+    student = nbdir / "student"
     pairs += [(p, work / "student" / p.name) for p in (_paths.lessons(student) if student.is_dir() else [])]
     return pairs
 
@@ -125,17 +138,19 @@ def _behind(copy_path: Path, lesson: Path) -> bool:
     return bool(then) and then != code_digest(nbformat.read(lesson, as_version=4))
 
 
-def prepare(root: "str | Path | None" = None) -> Workspace:
+def prepare(root: "str | Path | None" = None, *, lang: str = "en") -> Workspace:
     """Create notebooks/work/ and copy into it every lesson and student copy it lacks.
 
     Files already there are the learner's and are never overwritten; a copy whose lesson's code
     changed since is reported in ``behind``. Default ``root``: :func:`~fp16lab.course.paths.repo_root`.
+    ``lang="zh"``: the Chinese lessons of notebooks/zh/ into notebooks/work/zh/.
     """
+    check_lang(lang)
     base = checks.path("root", root) if root is not None else _paths.repo_root()
-    ws = Workspace(_paths.work_dir(base))
-    pairs = _sources(base)
+    ws = Workspace(_folders(base, lang)[1], lang=lang)
+    pairs = _sources(base, lang)
     if not pairs:
-        raise FileNotFoundError(f"no lessons found in {str(_paths.notebooks_dir(base))!r} to copy")
+        raise FileNotFoundError(f"no lessons found in {str(_folders(base, lang)[0])!r} to copy")
     ws.folder.mkdir(parents=True, exist_ok=True)
     for lesson, dest in pairs:
         if dest.exists():
@@ -143,7 +158,7 @@ def prepare(root: "str | Path | None" = None) -> Workspace:
             if _behind(dest, lesson):
                 ws.behind.append(dest)
         else:
-            _write_copy(lesson, dest, base)
+            _write_copy(lesson, dest, base, lang)
             ws.created.append(dest)
     return ws
 
@@ -166,7 +181,7 @@ def _resolve(name: str, pairs: list[tuple[Path, Path]], work: Path) -> tuple[Pat
                      f"Allowed: {allowed}")
 
 
-def _untouched(copy_path: Path, lesson: Path, root: Path) -> bool:
+def _untouched(copy_path: Path, lesson: Path, root: Path, lang: str = "en") -> bool:
     """True when the copy is exactly what a fresh copy of the lesson would be (the learner changed nothing)."""
     import nbformat
 
@@ -175,7 +190,7 @@ def _untouched(copy_path: Path, lesson: Path, root: Path) -> bool:
         mine = nbformat.read(copy_path, as_version=4)
     except Exception:  # noqa: BLE001 (a learner's file may be anything: then it is theirs, keep it)
         return False
-    fresh = work_copy(nbformat.read(lesson, as_version=4), source=rel)
+    fresh = work_copy(nbformat.read(lesson, as_version=4), source=rel, lang=lang)
     strip = ("execution", "ExecuteTime", "collapsed", "scrolled", "trusted")
     for nb in (mine, fresh):
         for c in nb.cells:
@@ -184,39 +199,42 @@ def _untouched(copy_path: Path, lesson: Path, root: Path) -> bool:
     return nbformat.writes(mine) == nbformat.writes(fresh)
 
 
-def reset(names: Sequence[str], root: "str | Path | None" = None) -> list[tuple[Path, Path | None]]:
+def reset(names: Sequence[str], root: "str | Path | None" = None, *,
+          lang: str = "en") -> list[tuple[Path, Path | None]]:
     """Start lessons over: a copy you changed moves to work/old/ (time-stamped), then a fresh copy is made.
 
     ``names``: lesson numbers or names, ``student/NN`` for a student copy. All names are checked
     before anything moves. An untouched copy is replaced without a backup. Returns (fresh copy,
-    where the old one went or None).
+    where the old one went or None). ``lang="zh"``: the Chinese copies in work/zh/.
     """
     names = checks.sequence_of("names", names, example="['02']", item=checks.text)
+    check_lang(lang)
     base = checks.path("root", root) if root is not None else _paths.repo_root()
-    work = _paths.work_dir(base)
-    pairs = _sources(base)
+    work = _folders(base, lang)[1]
+    pairs = _sources(base, lang)
     chosen = [_resolve(n, pairs, work) for n in names]  # refuse before any change
     when = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     done: list[tuple[Path, Path | None]] = []
     for lesson, dest in chosen:
         moved = None
-        if dest.exists() and _untouched(dest, lesson, base):
+        if dest.exists() and _untouched(dest, lesson, base, lang):
             dest.unlink()  # nothing of the learner's in it: no backup to keep
         if dest.exists():
             moved = work / "old" / f"{_rel(dest, work).replace('/', '-').removesuffix('.ipynb')}-{when}.ipynb"
             moved.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(str(dest), str(moved))
-        _write_copy(lesson, dest, base)
+        _write_copy(lesson, dest, base, lang)
         done.append((dest, moved))
     return done
 
 
 def _workspace(args: argparse.Namespace) -> int:
+    lang = check_lang(args.lang, "--lang")
     if args.reset:
-        for fresh, old in reset(args.reset):
+        for fresh, old in reset(args.reset, lang=lang):
             print(f"fresh copy: {fresh}" + (f" (your previous copy: {old})" if old else ""))
         return 0
-    print(prepare())
+    print(prepare(lang=lang))
     return 0
 
 
@@ -224,6 +242,8 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the workspace options to ``parser``."""
     parser.add_argument("--reset", nargs="+", metavar="LESSON",
                         help="start these lessons over (e.g. 02, student/02): your copy moves to work/old/")
+    parser.add_argument("--lang", default="en", metavar="LANG",
+                        help="en (default) or zh: the Chinese lessons of notebooks/zh/, copied into notebooks/work/zh/")
     parser.set_defaults(func=_workspace)
     return parser
 

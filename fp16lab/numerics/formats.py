@@ -187,7 +187,7 @@ def _round(x: torch.Tensor, info: FormatInfo) -> tuple[torch.Tensor, torch.Tenso
     a = x.abs()
     _, e = torch.frexp(a)  # a = f * 2**e, f in [0.5, 1): unbiased exponent e - 1
     exp = torch.clamp(e - 1, min=info.min_exponent)
-    quantum = torch.pow(2.0, (exp - info.mantissa_bits).to(torch.float64))
+    quantum = _power_of_two(exp - info.mantissa_bits)
     r = torch.round(a / quantum) * quantum  # torch.round: half to even
     finite = torch.isfinite(a)
     over = finite & (r > info.max)
@@ -195,6 +195,11 @@ def _round(x: torch.Tensor, info: FormatInfo) -> tuple[torch.Tensor, torch.Tenso
     r = torch.where(over | torch.isinf(a), torch.full_like(r, big), r)
     r = torch.where(torch.isnan(a), a, r)
     return torch.copysign(r, x), over
+
+
+def _power_of_two(k: torch.Tensor) -> torch.Tensor:
+    """2**k in float64, built from its bits: exact on every device (CUDA's pow(2.0, k) can be 1 ulp off)."""
+    return ((k.to(torch.int64) + 1023) << 52).view(torch.float64)
 
 
 def _as_float64(t: torch.Tensor) -> torch.Tensor:
@@ -266,7 +271,7 @@ def ulp(x: "float | int | torch.Tensor | np.ndarray", fmt: FormatLike = "fp16") 
     _, e = torch.frexp(a)
     exp = torch.clamp(e - 1, min=info.min_exponent).to(torch.float64)
     exp = torch.where(a == 0, torch.full_like(exp, info.min_exponent), exp)  # frexp(0) has exponent 0
-    out = torch.pow(2.0, exp - info.mantissa_bits)
+    out = _power_of_two(exp - info.mantissa_bits)
     out = torch.where(a == info.max, torch.full_like(out, math.inf), out)
     out = torch.where(torch.isfinite(t) & ~over, out, torch.full_like(out, math.nan))
     if kind == "scalar":

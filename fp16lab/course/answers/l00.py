@@ -9,6 +9,7 @@ import pandas as pd
 import torch
 
 from fp16lab.course.answers import verdict
+from fp16lab.course.i18n import tr
 from fp16lab.hardware import PEAK_TFLOPS, chip_features
 
 __all__ = ["check_tolerance", "check_fp16_accumulation", "check_classroom"]
@@ -30,39 +31,39 @@ def _rel_err(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> float:
 
 def check_tolerance(tol: object, bf16_err: object, a: torch.Tensor, b: torch.Tensor) -> None:
     """Exercise 1: ``tol`` passes a correct FP16 product of new matrices and fails a BF16 one."""
-    _need(tol is not None and bf16_err is not None, "Hint: assign both bf16_err and tol (floats)")
+    _need(tol is not None and bf16_err is not None, tr("Hint: assign both bf16_err and tol (floats)"))
     _need(isinstance(bf16_err, float) and isinstance(tol, (int, float)) and not isinstance(tol, bool),
-            "Hint: bf16_err and tol must be Python floats: call .item() on a 0-d tensor")
+            tr("Hint: bf16_err and tol must be Python floats: call .item() on a 0-d tensor"))
     assert isinstance(bf16_err, float) and isinstance(tol, (int, float))
     measured = _rel_err(a, b, torch.bfloat16)
     _need(math.isfinite(bf16_err) and abs(bf16_err / measured - 1) < 0.05,
-            "Hint: bf16_err is not the BF16 error of a @ b: cast both inputs with .bfloat16(), multiply, and "
-            "compare with the FP64 product as ||out - ref|| / ||ref||")
+            tr("Hint: bf16_err is not the BF16 error of a @ b: cast both inputs with .bfloat16(), multiply, and "
+            "compare with the FP64 product as ||out - ref|| / ||ref||"))
     g = torch.Generator(device=a.device).manual_seed(1)
     a2 = torch.randn(a.shape, device=a.device, generator=g)
     b2 = torch.randn(b.shape, device=b.device, generator=g)
     fp16_new, bf16_new = _rel_err(a2, b2, torch.float16), _rel_err(a2, b2, torch.bfloat16)
     _need(tol > 1.5 * fp16_new,
-            "Hint: your test fails a correct FP16 product (or passes it only by luck): tol must sit well above "
-            "the FP16 error you measured in 5a (rel_err), which new matrices repeat only roughly")
+            tr("Hint: your test fails a correct FP16 product (or passes it only by luck): tol must sit well above "
+            "the FP16 error you measured in 5a (rel_err), which new matrices repeat only roughly"))
     _need(tol < bf16_new / 1.5,
-            "Hint: your test passes a BF16 product: tol must sit well below the BF16 error you measured")
-    verdict(True, "", done="correct: your tolerance passes FP16 and catches BF16 on new matrices")
+            tr("Hint: your test passes a BF16 product: tol must sit well below the BF16 error you measured"))
+    verdict(True, "", done=tr("correct: your tolerance passes FP16 and catches BF16 on new matrices"))
 
 
 def check_fp16_accumulation(pays_on: object, cards: list[str]) -> None:
     """Exercise 2: the chips whose cited FP16-accumulate peak is clearly above the FP32-accumulate one."""
-    _need(pays_on is not None, "Hint: assign a set of chip names to pays_on")
+    _need(pays_on is not None, tr("Hint: assign a set of chip names to pays_on"))
     _need(isinstance(pays_on, (set, frozenset, list, tuple)) and all(isinstance(c, str) for c in pays_on),
-            "Hint: pays_on must be a set of chip names (strings) taken from cards")
+            tr("Hint: pays_on must be a set of chip names (strings) taken from cards"))
     assert isinstance(pays_on, (set, frozenset, list, tuple))
     chosen = set(pays_on)
-    _need(chosen <= set(cards), "Hint: use the names exactly as they are written in cards")
+    _need(chosen <= set(cards), tr("Hint: use the names exactly as they are written in cards"))
     want = {c for c in cards if (PEAK_TFLOPS[c].fp16_acc16 or 0) >= 1.5 * (PEAK_TFLOPS[c].fp16 or math.inf)}
     _need(chosen == want,
-            "Hint: compare fp16_acc16 with fp16 for each chip in PEAK_TFLOPS: a bigger chip is not the question; "
-            "data-center parts run both accumulations at the same rate")
-    verdict(True, "", done="correct")
+            tr("Hint: compare fp16_acc16 with fp16 for each chip in PEAK_TFLOPS: a bigger chip is not the question; "
+            "data-center parts run both accumulations at the same rate"))
+    verdict(True, "", done=tr("correct"))
 
 
 def _recommend(name: str, capability: tuple[int, int]) -> str:
@@ -72,13 +73,13 @@ def _recommend(name: str, capability: tuple[int, int]) -> str:
 
 def check_classroom(classroom: object, room: Mapping[str, tuple[int, int]]) -> None:
     """Exercise 3: one recommended training precision per GPU of the classroom."""
-    _need(classroom is not None, "Hint: assign a DataFrame to classroom")
+    _need(classroom is not None, tr("Hint: assign a DataFrame to classroom"))
     _need(isinstance(classroom, pd.DataFrame) and "recommended" in classroom.columns,
-            "Hint: classroom must be a DataFrame with a 'recommended' column")
+            tr("Hint: classroom must be a DataFrame with a 'recommended' column"))
     assert isinstance(classroom, pd.DataFrame)
-    _need(set(classroom.index) == set(room), "Hint: one row per GPU, indexed by the names in room")
-    _need(set(classroom["recommended"]) <= {"bf16", "fp16", "fp32"}, "Hint: use the values 'bf16', 'fp16', 'fp32'")
+    _need(set(classroom.index) == set(room), tr("Hint: one row per GPU, indexed by the names in room"))
+    _need(set(classroom["recommended"]) <= {"bf16", "fp16", "fp32"}, tr("Hint: use the values 'bf16', 'fp16', 'fp32'"))
     wrong = sorted(n for n, cap in room.items() if classroom.loc[n, "recommended"] != _recommend(n, cap))
-    _need(not wrong, f"Hint: look again at {wrong}: did you pass the name to chip_features, and check "
-                       "bf16_native before fp16_tensor_cores?")
-    verdict(True, "", done="correct: every GPU gets the precision its hardware runs best")
+    _need(not wrong, tr("Hint: look again at {wrong}: did you pass the name to chip_features, and check "
+                          "bf16_native before fp16_tensor_cores?", wrong=wrong))
+    verdict(True, "", done=tr("correct: every GPU gets the precision its hardware runs best"))

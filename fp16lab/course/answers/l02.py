@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from fp16lab.course.answers import verdict
+from fp16lab.course.i18n import tr
 from fp16lab.precision import autocast
 
 __all__ = ["check_fixed_loop", "check_first_applied", "check_resume"]
@@ -48,65 +49,67 @@ def _reference(model: nn.Module, batches: Sequence[Any], device: torch.device) -
 def check_fixed_loop(amp_train: object, model: nn.Module, batches: Sequence[Any], device: torch.device) -> None:
     """Exercise 1: the corrected loop trains exactly as the recipe does."""
     _need(amp_train is not None and callable(amp_train),
-          "Hint: assign your corrected training function itself (not its result) to amp_train")
+          tr("Hint: assign your corrected training function itself (not its result) to amp_train"))
     assert callable(amp_train)
     want = _reference(model, batches, device)
     try:
         got = amp_train(copy.deepcopy(model), batches)
     except Exception as err:
-        hint = ("GradScaler cannot unscale fp16 gradients: the weights must stay fp32 (autocast runs the layers "
-                "in fp16)" if "FP16 gradients" in str(err) else "run your loop on ex_batches yourself and read "
-                "where it fails")
-        raise AssertionError(f"your loop raised {type(err).__name__}: {err}. Hint: {hint}") from err
-    _need(isinstance(got, nn.Module), "Hint: amp_train must return the trained model")
+        hint = (tr("GradScaler cannot unscale fp16 gradients: the weights must stay fp32 (autocast runs the "
+                   "layers in fp16)") if "FP16 gradients" in str(err)
+                else tr("run your loop on ex_batches yourself and read where it fails"))
+        raise AssertionError(tr("your loop raised {kind}: {err}. Hint: {hint}", kind=type(err).__name__, err=err,
+                                hint=hint)) from err
+    _need(isinstance(got, nn.Module), tr("Hint: amp_train must return the trained model"))
     assert isinstance(got, nn.Module)
     _need(all(p.dtype == torch.float32 for p in got.parameters()),
-          "Hint: your weights are not float32: keep the master weights in fp32 and let autocast cast the layers")
+          tr("Hint: your weights are not float32: keep the master weights in fp32 and let autocast cast the layers"))
     start = _flat(model)
     moved, wanted = _flat(got) - start, _flat(want) - start
-    _need(bool(moved.norm() > 0), "Hint: the weights did not change: is the optimizer stepped on this model's parameters?")
+    _need(bool(moved.norm() > 0), tr("Hint: the weights did not change: is the optimizer stepped on this model's parameters?"))
     _need(bool(moved.norm() > 0.01 * wanted.norm()),
-          "Hint: the updates are thousands of times too small: the clipping saw gradients still multiplied by the "
-          "loss scale")
+          tr("Hint: the updates are thousands of times too small: the clipping saw gradients still multiplied by the "
+          "loss scale"))
     _need(bool(moved.norm() < 1.5 * wanted.norm()),
-          "Hint: the updates are larger than clipped ones: the clipping did not act on the gradients the optimizer used")
+          tr("Hint: the updates are larger than clipped ones: the clipping did not act on the gradients the optimizer used"))
     _need(torch.allclose(moved, wanted, rtol=1e-3, atol=1e-5),
-          "Hint: close, but not the same updates: compare the order of your calls with section 2")
-    verdict(True, "", done="correct: your loop trains exactly as the recipe of section 2")
+          tr("Hint: close, but not the same updates: compare the order of your calls with section 2"))
+    verdict(True, "", done=tr("correct: your loop trains exactly as the recipe of section 2"))
 
 
 def check_first_applied(h_probe: object, first_applied: object, init_scale: float = 2.0**22) -> None:
     """Exercise 2: the number of the first step whose update was applied."""
-    _need(isinstance(h_probe, pd.DataFrame) and len(h_probe) > 0, "Hint: h_probe should be the History that fit returned")
+    _need(isinstance(h_probe, pd.DataFrame) and len(h_probe) > 0, tr("Hint: h_probe should be the History that fit returned"))
     assert isinstance(h_probe, pd.DataFrame)
-    _need(len(h_probe) == 20, "Hint: train for 20 steps (steps=20)")
+    _need(len(h_probe) == 20, tr("Hint: train for 20 steps (steps=20)"))
     _need(h_probe["scale"].iloc[0] in (init_scale, init_scale / 2),
-          "Hint: the first scale is not 2**22 or half of it: pass scaler=torch.amp.GradScaler(device.type, "
-          "init_scale=2.0**22)")
-    _need(bool(h_probe["skipped"].iloc[0]), "Hint: the first step was not skipped: is the scaler starting at 2**22, in fp16?")
-    _need(not h_probe["skipped"].all(), "Hint: every step was skipped: the scale did not get low enough in 20 steps")
-    _need(first_applied is not None, "Hint: assign the step number (an int) to first_applied")
+          tr("Hint: the first scale is not 2**22 or half of it: pass scaler=torch.amp.GradScaler(device.type, "
+          "init_scale=2.0**22)"))
+    _need(bool(h_probe["skipped"].iloc[0]), tr("Hint: the first step was not skipped: is the scaler starting at 2**22, in fp16?"))
+    _need(not h_probe["skipped"].all(), tr("Hint: every step was skipped: the scale did not get low enough in 20 steps"))
+    _need(first_applied is not None, tr("Hint: assign the step number (an int) to first_applied"))
     expected = 1 + sum(1 for _ in itertools.takewhile(bool, h_probe["skipped"]))
-    _need(first_applied == expected, "Hint: not that step: steps are numbered from 1 (the 'step' column, not the "
-                                     "row index), and a skipped step has skipped=True")
-    verdict(True, "", done="correct: the scaler halved its scale on every overflow until the gradients fit in fp16")
+    _need(first_applied == expected, tr("Hint: not that step: steps are numbered from 1 (the 'step' column, not the "
+                                     "row index), and a skipped step has skipped=True"))
+    verdict(True, "", done=tr("correct: the scaler halved its scale on every overflow until the gradients fit in fp16"))
 
 
 def check_resume(h_resumed: object, crashed: pd.DataFrame, steps: int,
                  uninterrupted: Callable[[], pd.DataFrame]) -> None:
     """Exercise 3: the resumed run continues from the checkpoint and ends where a run that never crashed ends."""
     _need(isinstance(h_resumed, pd.DataFrame) and len(h_resumed) > 0,
-          "Hint: h_resumed should be the History that fit returned")
+          tr("Hint: h_resumed should be the History that fit returned"))
     assert isinstance(h_resumed, pd.DataFrame)
     _need(h_resumed["step"].iloc[-1] == steps,
-          f"Hint: the run should end at step {steps}: steps= counts every step of the run, also those before the crash")
+          tr("Hint: the run should end at step {steps}: steps= counts every step of the run, also those before "
+             "the crash", steps=steps))
     _need(h_resumed["step"].tolist() == list(range(1, steps + 1)),
-          "Hint: the history should start at step 1: resume from the checkpoint (Checkpoint(ex_ckpt, resume=True))")
+          tr("Hint: the history should start at step 1: resume from the checkpoint (Checkpoint(ex_ckpt, resume=True))"))
     saved = crashed["time_s"].to_numpy()
     _need(bool(np.allclose(h_resumed["time_s"].to_numpy()[:len(saved)], saved, rtol=1e-9, atol=0)),
-          "Hint: the steps before the crash were trained again: continue from the checkpoint instead of starting over")
+          tr("Hint: the steps before the crash were trained again: continue from the checkpoint instead of starting over"))
     reference = uninterrupted()
     _need(h_resumed["loss"].tolist() == reference["loss"].tolist(),
-          "Hint: the losses differ from an uninterrupted run: resume with the same precision and data, from "
-          "ex_ckpt, with a model and optimizer built by fresh()")
-    verdict(True, "", done="correct: the resumed run matches one that never crashed, bit for bit")
+          tr("Hint: the losses differ from an uninterrupted run: resume with the same precision and data, from "
+          "ex_ckpt, with a model and optimizer built by fresh()"))
+    verdict(True, "", done=tr("correct: the resumed run matches one that never crashed, bit for bit"))

@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from fp16lab.course.answers import verdict
+from fp16lab.course.i18n import tr
 from fp16lab.labs.benchmark import COMPILED, CONFIGS, RECOMMENDED
 from fp16lab.labs.benchmark.analysis import ratio_values, summarise
 
@@ -48,43 +49,45 @@ def eager_candidates(frame: pd.DataFrame) -> pd.Series:
 
 def check_eager_pick(choice: Any, advantage: Any, frame: pd.DataFrame) -> None:
     """Exercise 1: the fastest eager configuration of the run, and its images/s over ``bf16_cl``'s."""
-    _need(choice is not None and advantage is not None, "assign choice (a configuration name) and advantage (a number)")
+    _need(choice is not None and advantage is not None, tr("assign choice (a configuration name) and advantage (a number)"))
     rates = eager_candidates(frame)
-    _need("bf16_cl" in rates.index, "this run has no bf16_cl row to compare with: use the lesson's `evidence`")
+    _need("bf16_cl" in rates.index, tr("this run has no bf16_cl row to compare with: use the lesson's `evidence`"))
     _need(not (isinstance(choice, str) and choice in CONFIGS and CONFIGS[choice].compile),
-            "eager only: torch.compile costs a compile per model and shape, which the colleague did not ask for")
+            tr("eager only: torch.compile costs a compile per model and shape, which the colleague did not ask for"))
     _need(isinstance(choice, str) and choice in rates.index,
-            "choice: one configuration name from the run's comparison rows that ran eagerly (not the article's loop)")
+            tr("choice: one configuration name from the run's comparison rows that ran eagerly (not the article's loop)"))
     best = str(rates.idxmax())
     _need(choice != "bf16_cl" or best == "bf16_cl",
-            "measure, do not follow the guide: compare bf16_cl's images/s with every other eager row")
-    _need(choice == best, "compare every eager row, not only the two precisions: the layout and the optimizer "
-                          "change images/s too")
+            tr("measure, do not follow the guide: compare bf16_cl's images/s with every other eager row"))
+    _need(choice == best, tr("compare every eager row, not only the two precisions: the layout and the optimizer "
+                          "change images/s too"))
     verdict(_close(advantage, float(rates[best] / rates["bf16_cl"])),
-            "advantage: your choice's images/s divided by bf16_cl's (above 1 when your choice is faster)")
+            tr("advantage: your choice's images/s divided by bf16_cl's (above 1 when your choice is faster)"))
 
 
 def check_round_ratio(ratio_median: Any, ratio_spread: Any, frame: pd.DataFrame, num: str, den: str) -> None:
     """Exercise 2: the median of the per-round ratios ``num / den`` and its spread."""
-    _need(ratio_median is not None and ratio_spread is not None, "assign ratio_median and ratio_spread")
+    _need(ratio_median is not None and ratio_spread is not None, tr("assign ratio_median and ratio_spread"))
     values, source = ratio_values(frame, num, den)
-    _need(source == "interleaved rounds", f"this run has no interleaved rounds of both {num} and {den}")
+    _need(source == "interleaved rounds", tr("this run has no interleaved rounds of both {num} and {den}",
+                                                num=num, den=den))
     med, spread, _ = summarise(values)
     if not _close(ratio_median, med, 1e-9):
         rep = frame[(frame["part"] == "repeat") & (frame["status"] == "ok")].groupby("config")["img_per_s"].median()
-        hint = ("ratio_median: that is the ratio of the two medians; take the median of the per-round ratios"
+        hint = (tr("ratio_median: that is the ratio of the two medians; take the median of the per-round ratios")
                 if _close(ratio_median, float(rep[num] / rep[den]), 1e-9) else
-                "ratio_median: divide num by den within each round, then take the median (not the mean) of those ratios")
+                tr("ratio_median: divide num by den within each round, then take the median (not the mean) of "
+                   "those ratios"))
         raise AssertionError(hint)
     verdict(_close(ratio_spread, spread, 1e-9) or (spread == 0 and ratio_spread == 0),
-            "ratio_spread: the largest |round ratio - median| (not the standard deviation, not max - min)")
+            tr("ratio_spread: the largest |round ratio - median| (not the standard deviation, not max - min)"))
 
 
 def _break_even(frame: pd.DataFrame) -> tuple[float, int]:
     """Steps after which the compiled recipe's faster steps have paid for its longer first step."""
     comp = _comparison(frame)
     for name in (RECOMMENDED, COMPILED):
-        _need(name in comp.index, f"this run has no {name} row: use the lesson's `evidence`")
+        _need(name in comp.index, tr("this run has no {name} row: use the lesson's `evidence`", name=name))
     batch = int(comp.loc[RECOMMENDED, "batch_size"])
     saved = batch / float(comp.loc[RECOMMENDED, "img_per_s"]) - batch / float(comp.loc[COMPILED, "img_per_s"])
     extra = float(comp.loc[COMPILED, "first_step_s"]) - float(comp.loc[RECOMMENDED, "first_step_s"])
@@ -95,17 +98,17 @@ def check_compile_decision(break_even_steps: Any, compile_short: Any, compile_lo
                            short_steps: int, long_steps: int) -> None:
     """Exercise 3: the compiled recipe's break-even in steps, and whether to compile each job."""
     _need(None not in (break_even_steps, compile_short, compile_long),
-            "assign break_even_steps (a number), compile_short and compile_long (True or False)")
+            tr("assign break_even_steps (a number), compile_short and compile_long (True or False)"))
     steps, _ = _break_even(frame)
     _need(isinstance(compile_short, bool) and isinstance(compile_long, bool),
-            "compile_short and compile_long are decisions: True or False")
+            tr("compile_short and compile_long are decisions: True or False"))
     if math.isinf(steps):
-        _need(break_even_steps == math.inf, "the compiled recipe is not faster per step here: it never breaks even "
-                                              "(break_even_steps = math.inf)")
+        _need(break_even_steps == math.inf, tr("the compiled recipe is not faster per step here: it never breaks even "
+                                              "(break_even_steps = math.inf)"))
     else:
         _need(_close(break_even_steps, steps, 1e-6),
-                "break_even_steps: (compiled first step s - recipe first step s) / (seconds a step saves), "
-                "with a step's seconds = batch / images per second; both first steps count")
+                tr("break_even_steps: (compiled first step s - recipe first step s) / (seconds a step saves), "
+                "with a step's seconds = batch / images per second; both first steps count"))
     verdict(compile_short == (short_steps > steps) and compile_long == (long_steps > steps),
-            "compile a job only when it runs more steps than the break-even")
+            tr("compile a job only when it runs more steps than the break-even"))
 

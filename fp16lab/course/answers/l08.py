@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from fp16lab.course.answers import verdict
+from fp16lab.course.i18n import tr
 
 __all__ = ["SHORT_CALLS", "LONG_CALLS", "PLAN_OPTIONS", "PLAN_CARDS", "check_batch_for_budget",
            "check_graph_method", "check_card_plan"]
@@ -37,25 +38,25 @@ def _need(ok: bool, hint: str) -> None:
 
 def check_batch_for_budget(sweep: Any, batch: Any, budget_x: float) -> None:
     """The batch with the most items/s among the rows of ``sweep`` that take at most ``budget_x`` × batch 1's time."""
-    _need(isinstance(sweep, pd.DataFrame) and len(sweep) > 0, "assign latency_sweep's table to ex_sweep")
+    _need(isinstance(sweep, pd.DataFrame) and len(sweep) > 0, tr("assign latency_sweep's table to ex_sweep"))
     need = {"batch", "status", "ms_per_batch", "items_per_s"}
-    _need(need <= set(sweep.columns), "ex_sweep should be the table latency_sweep returns")
+    _need(need <= set(sweep.columns), tr("ex_sweep should be the table latency_sweep returns"))
     ok = sweep[sweep["status"] == "ok"]
     _need(ok["batch"].nunique() == len(ok) and len(ok) >= 4,
-          "sweep one precision at four or more batch sizes (one row per batch)")
-    _need(1 in set(ok["batch"]), "include batch 1: the budget is a multiple of its latency")
+          tr("sweep one precision at four or more batch sizes (one row per batch)"))
+    _need(1 in set(ok["batch"]), tr("include batch 1: the budget is a multiple of its latency"))
     budget_ms = budget_x * float(ok.loc[ok["batch"] == 1, "ms_per_batch"].iloc[0])
     _need(bool((ok["ms_per_batch"] > budget_ms).any()),
-          "measure past the budget: include batch sizes whose latency exceeds it, to show where it binds")
+          tr("measure past the budget: include batch sizes whose latency exceeds it, to show where it binds"))
     _need(batch is not None and not isinstance(batch, bool) and isinstance(batch, (int, float)),
-          "assign the batch size you choose (a number) to ex_batch")
+          tr("assign the batch size you choose (a number) to ex_batch"))
     row = ok[ok["batch"] == batch]
-    _need(len(row) == 1, "choose one of the batch sizes your table measured")
+    _need(len(row) == 1, tr("choose one of the batch sizes your table measured"))
     _need(float(row["ms_per_batch"].iloc[0]) <= budget_ms,
-          "that batch takes longer than the budget: a request waits for its whole batch (ms_per_batch)")
+          tr("that batch takes longer than the budget: a request waits for its whole batch (ms_per_batch)"))
     best = ok.loc[ok["ms_per_batch"] <= budget_ms, "items_per_s"].max()
     _need(float(row["items_per_s"].iloc[0]) >= 0.9 * best,
-          "within the budget a larger batch serves more items per second: take the most throughput that fits")
+          tr("within the budget a larger batch serves more items per second: take the most throughput that fits"))
     verdict(True, "")
 
 
@@ -70,15 +71,16 @@ def _total_s(row: pd.Series, calls: int) -> float:
 def check_graph_method(frame: Any, short: Any, long: Any) -> None:
     """For each process length, the method with the least setup + calls × time per call in ``frame``."""
     _need(isinstance(frame, pd.DataFrame) and {"method", "status", "ms"} <= set(frame.columns),
-            "pass the CUDA-graph table (graphs.frame)")
+            tr("pass the CUDA-graph table (graphs.frame)"))
     ok = frame[frame["status"] == "ok"].set_index("method")
     for name, answer, calls in (("ex_method_short", short, SHORT_CALLS), ("ex_method_long", long, LONG_CALLS)):
         _need(isinstance(answer, str) and answer in ok.index,
-                f"{name}: use one of the table's method names: {list(ok.index)}")
+                tr("{name}: use one of the table's method names: {methods}", name=name, methods=list(ok.index)))
         totals = {m: _total_s(r, calls) for m, r in ok.iterrows()}
         best = min(totals.values())
         _need(totals[answer] <= 1.02 * best,
-                f"{name}: count the setup too: a process of {calls:,} calls takes setup_s + calls × ms")
+                tr("{name}: count the setup too: a process of {calls:,} calls takes setup_s + calls × ms",
+                   name=name, calls=calls))
     verdict(True, "")
 
 
@@ -143,31 +145,33 @@ def _best_plan(net: nn.Module, x: torch.Tensor, card: str) -> str:
 def check_card_plan(plan: Any, model: Any, net: nn.Module, x: torch.Tensor) -> None:
     """``plan`` names the right option per card; ``model`` is a correct FP16 model for the T4."""
     _need(isinstance(plan, dict) and set(plan) == set(PLAN_CARDS),
-            f"ex_plan must be a dict with one entry per card: {list(PLAN_CARDS)}")
+            tr("ex_plan must be a dict with one entry per card: {cards}", cards=list(PLAN_CARDS)))
     for card in PLAN_CARDS:
-        _need(plan[card] in PLAN_OPTIONS, f"ex_plan[{card!r}] must be one of {list(PLAN_OPTIONS)}")
+        _need(plan[card] in PLAN_OPTIONS, tr("ex_plan[{card!r}] must be one of {options}", card=card,
+                                                   options=list(PLAN_OPTIONS)))
         _need(plan[card].split()[0] in _card_runs(card),
-                f"ex_plan[{card!r}]: that card does not run {plan[card].split()[0]} natively (chip_features)")
+                tr("ex_plan[{card!r}]: that card does not run {precision} natively (chip_features)", card=card,
+                   precision=plan[card].split()[0]))
     for card in PLAN_CARDS:
         _need(plan[card] == _best_plan(net, x, card),
-                f"ex_plan[{card!r}]: among what the card runs natively and stays within 1 %, "
-                "keep the fewest weights in FP32 (measure each option's error)")
-    _need(isinstance(model, nn.Module), "assign the model you would ship to the T4 to ex_t4_model")
-    _need(model is not net, "work on a copy (copy.deepcopy): ex_net must stay as it is")
+                tr("ex_plan[{card!r}]: among what the card runs natively and stays within 1 %, "
+                   "keep the fewest weights in FP32 (measure each option's error)", card=card))
+    _need(isinstance(model, nn.Module), tr("assign the model you would ship to the T4 to ex_t4_model"))
+    _need(model is not net, tr("work on a copy (copy.deepcopy): ex_net must stay as it is"))
     last = list(model.parameters())[-1] if any(True for _ in model.parameters()) else None
-    _need(last is not None and last.dtype == torch.float16, "cast the T4 model to FP16 (.half())")
+    _need(last is not None and last.dtype == torch.float16, tr("cast the T4 model to FP16 (.half())"))
     block = _island_name(net)
     fp32 = [n for n, p in model.named_parameters() if p.dtype == torch.float32]
     _need(_fp32_params(model) <= sum(p.numel() for p in net.get_submodule(block).parameters()),
-            "keep less in FP32: only the block that overflows")
+            tr("keep less in FP32: only the block that overflows"))
     try:
         err = _error(model, torch.float16, net, x)
     except RuntimeError as exc:
-        raise AssertionError(f"ex_t4_model(ex_x.half()) failed: {exc}") from None
-    _need(math.isfinite(err), "the output still has inf/NaN: does the island reach from the layer that "
-                                "makes the large values to the one that shrinks them?")
+        raise AssertionError(tr("ex_t4_model(ex_x.half()) failed: {exc}", exc=exc)) from None
+    _need(math.isfinite(err), tr("the output still has inf/NaN: does the island reach from the layer that "
+                                "makes the large values to the one that shrinks them?"))
     kept = dict(net.named_parameters())
     exact = all(torch.equal(p, kept[n.replace(".module.", ".")]) for n, p in model.named_parameters()
                 if n in fp32 and n.replace(".module.", ".") in kept)
-    _need(exact and err <= _TOLERANCE, "the island's weights were rounded: make the island before casting")
+    _need(exact and err <= _TOLERANCE, tr("the island's weights were rounded: make the island before casting"))
     verdict(True, "")

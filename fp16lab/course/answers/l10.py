@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fp16lab.course.answers import verdict
+from fp16lab.course.i18n import tr
 
 __all__ = ["TEN_GBE_BYTES_PER_S", "check_ddp_by_hand", "check_wire_dtype", "check_flushed", "check_fsdp_choice"]
 
@@ -30,15 +31,15 @@ def _grad(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 def check_ddp_by_hand(half_grads: Any, avg_grad: Any, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> None:
     """Exercise 1: two halves' gradients, and their mean equals the whole batch's gradient."""
-    _need(isinstance(half_grads, (list, tuple)) and len(half_grads) == 2, "half_grads: one gradient per half")
+    _need(isinstance(half_grads, (list, tuple)) and len(half_grads) == 2, tr("half_grads: one gradient per half"))
     halves = list(zip(x.chunk(2), y.chunk(2), strict=True))
     for g, (xs, ys) in zip(half_grads, halves, strict=True):
         _need(torch.is_tensor(g) and torch.allclose(g, _grad(model, xs, ys), atol=1e-7),
-                "each entry of half_grads is the gradient of one half's mean loss")
+                tr("each entry of half_grads is the gradient of one half's mean loss"))
     full = _grad(model, x, y)
     verdict(torch.is_tensor(avg_grad) and avg_grad.shape == full.shape
             and torch.allclose(avg_grad, full, rtol=1e-5, atol=1e-7),
-            "average the halves' gradients: DDP divides the sum by the number of ranks")
+            tr("average the halves' gradients: DDP divides the sum by the number of ranks"))
 
 
 def _ring_seconds(params: float, wire_bytes: int, n: int, bandwidth: float) -> float:
@@ -47,16 +48,16 @@ def _ring_seconds(params: float, wire_bytes: int, n: int, bandwidth: float) -> f
 
 def check_wire_dtype(choice: Any, grad_seconds: Any, *, params: float, bf16_measured: bool) -> None:
     """Exercise 2: BF16 training on two boxes over 10 GbE: which gradient dtype, and its time per step."""
-    _need(choice in ("fp32", "fp16", "bf16"), "choice is one of 'fp32', 'fp16', 'bf16'")
-    _need(choice != "fp32", "FP32 gradients put twice the bytes on a link that is already the bottleneck")
-    _need(choice != "fp16", "BF16 training has no loss scale: FP16 on the wire flushes small gradients "
-                              "to zero (exercise 3) and can overflow large ones; BF16 keeps FP32's range")
+    _need(choice in ("fp32", "fp16", "bf16"), tr("choice is one of 'fp32', 'fp16', 'bf16'"))
+    _need(choice != "fp32", tr("FP32 gradients put twice the bytes on a link that is already the bottleneck"))
+    _need(choice != "fp16", tr("BF16 training has no loss scale: FP16 on the wire flushes small gradients "
+                              "to zero (exercise 3) and can overflow large ones; BF16 keeps FP32's range"))
     want = _ring_seconds(params, 2, 2, TEN_GBE_BYTES_PER_S)
     ok = isinstance(grad_seconds, (int, float)) and math.isclose(float(grad_seconds), want, rel_tol=0.02)
-    verdict(ok, "time = 2(N-1)/N x parameters x bytes per gradient / link bytes per second "
-                "(10 Gbit/s is 1.25e9 bytes/s)")
+    verdict(ok, tr("time = 2(N-1)/N x parameters x bytes per gradient / link bytes per second "
+                "(10 Gbit/s is 1.25e9 bytes/s)"))
     if not bf16_measured:
-        print("(this torch build cannot run bf16_compress_hook; on a CUDA build it can)")
+        print(tr("(this torch build cannot run bf16_compress_hook; on a CUDA build it can)"))
 
 
 def check_flushed(flushed: Any, flushed_scaled: Any, g: torch.Tensor, world: int = 8) -> None:
@@ -66,19 +67,19 @@ def check_flushed(flushed: Any, flushed_scaled: Any, g: torch.Tensor, world: int
         return float(((wire == 0) & (g != 0)).float().mean())
 
     for value, name in ((flushed, "flushed"), (flushed_scaled, "flushed_scaled")):
-        _need(isinstance(value, (int, float)) and 0 <= float(value) <= 1, f"{name} is a fraction between 0 and 1")
-    _need(abs(float(flushed) - zeros(1.0)) < 1e-9, "cast g_ex to float16, then divide by 8, and count the zeros")
-    verdict(abs(float(flushed_scaled) - zeros(2.0**16)) < 1e-9, "multiply by the scale 2**16 before the cast")
+        _need(isinstance(value, (int, float)) and 0 <= float(value) <= 1, tr("{name} is a fraction between 0 and 1", name=name))
+    _need(abs(float(flushed) - zeros(1.0)) < 1e-9, tr("cast g_ex to float16, then divide by 8, and count the zeros"))
+    verdict(abs(float(flushed_scaled) - zeros(2.0**16)) < 1e-9, tr("multiply by the scale 2**16 before the cast"))
 
 
 def check_fsdp_choice(use_fsdp: Any, gib_per_gpu: Any, *, ddp_bytes_per_param: float,
                       fsdp_bytes_per_param: float, params: float = 1.3e9) -> None:
     """Exercise 4: DDP or FSDP2 for 1.3B parameters on two 24 GB cards, from the measured bytes per parameter."""
-    _need(isinstance(use_fsdp, bool), "use_fsdp is True or False")
+    _need(isinstance(use_fsdp, bool), tr("use_fsdp is True or False"))
     ddp_gib = float(ddp_bytes_per_param) * params / 2**30
     _need(use_fsdp is bool(ddp_gib > 0.5 * 24e9 / 2**30),
-            "compare DDP's bytes per GPU with the card: what is left for gradients and activations?")
+            tr("compare DDP's bytes per GPU with the card: what is left for gradients and activations?"))
     want = float(fsdp_bytes_per_param if use_fsdp else ddp_bytes_per_param) * params / 2**30
     ok = isinstance(gib_per_gpu, (int, float)) and not isinstance(gib_per_gpu, bool)
     ok = ok and math.isclose(float(gib_per_gpu), want, rel_tol=0.02)
-    verdict(ok, "GiB per GPU = measured held bytes per parameter (of the setup you chose) x 1.3e9 / 2**30")
+    verdict(ok, tr("GiB per GPU = measured held bytes per parameter (of the setup you chose) x 1.3e9 / 2**30"))

@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
+from fp16lab.course.i18n import tr
+
 __all__ = ["Mode", "mode", "is_quick", "is_smoke", "pick", "pick_for_memory", "live_gpu"]
 
 T = TypeVar("T")
@@ -43,17 +45,23 @@ class Mode:
 
     @property
     def meaning(self) -> str:
+        """What the mode means for the numbers, in the learner's language (FP16LAB_LANG)."""
         if self.quick:
-            return (
-                "sizes are shrunk so every lesson runs in minutes on a laptop CPU. Numbers "
-                "measured in this mode are not FP16 speed-ups; the GPU reference outputs show those."
-            )
+            return tr("sizes are shrunk so every lesson runs in minutes on a laptop CPU. Numbers "
+                      "measured in this mode are not FP16 speed-ups; the GPU reference outputs show those.")
         if self.smoke:
-            return "full problem sizes and code paths, fewer steps and repeats (profile smoke run)."
-        return "full problem sizes."
+            return tr("full problem sizes and code paths, fewer steps and repeats (profile smoke run).")
+        return tr("full problem sizes.")
+
+    @property
+    def title(self) -> str:
+        """The banner's title: QUICK MODE, FULL MODE or FULL-SMOKE MODE (translated)."""
+        if self.quick:
+            return tr("QUICK MODE")
+        return tr("FULL-SMOKE MODE") if self.smoke else tr("FULL MODE")
 
     def __str__(self) -> str:
-        return f"{self.name.upper()} MODE ({self.reason}): {self.meaning}"
+        return tr("{title} ({reason}): {meaning}", title=self.title, reason=self.reason, meaning=self.meaning)
 
     def _repr_html_(self) -> str:
         import html
@@ -61,7 +69,7 @@ class Mode:
         colour = "#b35900" if self.quick else "#1a7f37"
         return (
             f'<div style="border-left:4px solid {colour};padding:4px 8px">'
-            f"<b>{self.name.upper()} MODE</b> ({html.escape(self.reason)}) &mdash; {self.meaning}</div>"
+            f"<b>{html.escape(self.title)}</b> ({html.escape(self.reason)}) &mdash; {html.escape(self.meaning)}</div>"
         )
 
     def __repr__(self) -> str:

@@ -17,6 +17,8 @@ from typing import Any
 
 import pandas as pd
 
+from fp16lab.course.i18n import tr
+
 __all__ = [
     "save_results",
     "load_results",
@@ -224,25 +226,21 @@ def load_reference(name: str) -> "tuple[pd.DataFrame, dict[str, Any]] | tuple[No
     try:
         path = reference_path(f"{name}.json")
     except FileNotFoundError:
-        print(
-            f"NO GPU REFERENCE YET: results/{name}.json has not been recorded on a GPU, so this "
-            "section has nothing to show on this machine. It needs a CUDA GPU: run the lesson on "
-            f"one (full mode) to measure it.{_similar_names(name)}"
-        )
+        print(tr("NO GPU REFERENCE YET: results/{name}.json has not been recorded on a GPU, so this "
+                 "section has nothing to show on this machine. It needs a CUDA GPU: run the lesson on "
+                 "one (full mode) to measure it.", name=name) + _similar_names(name))
         return None, None
     frame, meta = load_results(path)
     sms = f", {meta['sm_count']} SMs" if meta.get("sm_count") else ""
-    print(
-        f"COMMITTED GPU REFERENCE {name}.json: {meta.get('device')} ({meta.get('capability')}{sms}), "
-        f"torch {meta.get('torch')}, CUDA {meta.get('cuda')}, cuDNN {meta.get('cudnn')}, {meta.get('date')}, "
-        f"{meta.get('mode')} mode. Not measured on this machine."
-    )
+    print(tr("COMMITTED GPU REFERENCE {name}.json: {device} ({capability}{sms}), torch {torch}, CUDA {cuda}, "
+             "cuDNN {cudnn}, {date}, {mode} mode. Not measured on this machine.", name=name,
+             device=meta.get("device"), capability=meta.get("capability"), sms=sms, torch=meta.get("torch"),
+             cuda=meta.get("cuda"), cudnn=meta.get("cudnn"), date=meta.get("date"), mode=meta.get("mode")))
     if meta.get("device_type") != "cuda":
-        print(
-            f"WARNING: results/{name}.json was not measured on a CUDA GPU (device_type "
-            f"{meta.get('device_type')!r}): it is a stand-in, not a reference. Re-record it on a GPU with "
-            "`python -m fp16lab.course.outputs run --reference <lesson>`."
-        )
+        print(tr("WARNING: results/{name}.json was not measured on a CUDA GPU (device_type {device_type!r}): it "
+                 "is a stand-in, not a reference. Re-record it on a GPU with "
+                 "`python -m fp16lab.course.outputs run --reference <lesson>`.", name=name,
+                 device_type=meta.get("device_type")))
     return frame, meta
 
 
@@ -252,7 +250,8 @@ def _similar_names(name: str) -> str:
 
     have = [p.stem for p in RESULTS_DIR.glob("*.json")] if RESULTS_DIR.is_dir() else []
     close = difflib.get_close_matches(name, have, n=3, cutoff=0.8)
-    return f" (Recorded references with similar names: {', '.join(map(repr, close))}: a typo?)" if close else ""
+    found = ", ".join(map(repr, close))
+    return tr(" (Recorded references with similar names: {found}: a typo?)", found=found) if close else ""
 
 
 @dataclass

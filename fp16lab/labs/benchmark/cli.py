@@ -44,13 +44,13 @@ them: where the step's time goes), a sweep of the recipe, and the exploration; n
 new measurement starts after 480 s and a compile gets at most 150 s, so it ends within about 9 minutes."""
 
 
-def _reference_output(model: str) -> Path:
+def _reference_output(model: str, dev: torch.device) -> Path:
     from fp16lab.course.runtime.results import RESULTS_DIR
     from fp16lab.hardware import gpu_facts, peak_for
 
-    facts = gpu_facts()
+    facts = gpu_facts(dev) if dev.type == "cuda" else None
     if facts is None:
-        raise ValueError("--reference needs a CUDA GPU: a reference is a GPU measurement")
+        raise ValueError(f"--reference needs a CUDA GPU, got device {str(dev)!r}: a reference is a GPU measurement")
     if facts.profile is not None:
         raise ValueError(f"--reference refuses a hardware profile ({facts.profile!r}): unset FP16LAB_PROFILE")
     if is_quick():
@@ -110,7 +110,7 @@ def _bench_cli(args: argparse.Namespace) -> int:
         model = args.model or ("resnet50" if args.reference else pick(quick="resnet18", full="resnet50"))
         dev = choose_device(args.device)
         if args.reference:
-            output = Path(args.output) if args.output else _reference_output(model)
+            output = Path(args.output) if args.output else _reference_output(model, dev)
         else:
             output = Path(args.output) if args.output else output_path(f"bench_{model}")
         kwargs = _run_kwargs(args, dev)
