@@ -17,8 +17,6 @@ import gc
 import torch
 from torch import nn
 
-from fp16lab.checks import module
-
 __all__ = [
     "DEVICE_TYPES",
     "parse_device",
@@ -124,7 +122,8 @@ def free_memory(device: "torch.device | str") -> None:
 
 def model_device(model: nn.Module, default: "torch.device | None" = None) -> torch.device:
     """Where ``model`` lives: its first parameter's device, else its first buffer's, else ``default``."""
-    module("model", model)
+    if not isinstance(model, nn.Module):  # the bottom layer: checks' wording, without importing it
+        raise ValueError(f"model must be a torch.nn.Module, got {model!r:.80} ({type(model).__name__})")
     if default is not None:
         default = parse_device(default, name="default")
     for p in model.parameters():
