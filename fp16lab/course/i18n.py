@@ -299,7 +299,7 @@ ZH: dict[str, str] = {
     "assign both t4_choice and t4_logits": "请给 t4_choice 和 t4_logits 都赋值",
     "t4_choice must be one of {options}": "t4_choice 必须是 {options} 之一",
     "fp32 is finite, but runs no 16-bit matmul: the T4's Tensor Cores stay idle":
-        "fp32 的结果有限，但没有 16 位矩阵乘法：T4 的张量核心（Tensor Core）闲着",
+        "fp32 的结果有限，但没有 16 位矩阵乘法：T4 的 Tensor Core 闲着",
     "bf16 is finite, but a T4 (sm_75) has no native BF16: chip_features(t4.capability) says so":
         "bf16 的结果有限，但 T4（sm_75）不原生支持 BF16：chip_features(t4.capability) 会告诉你",
     "t4_logits must be the logits tensor of your choice, run on tokens":
@@ -430,7 +430,7 @@ ZH: dict[str, str] = {
     "'% of peak' figures are not shown; add your GPU's datasheet numbers to `PEAK_TFLOPS`":
         "不显示“峰值算力百分比”；请把你的 GPU 的规格书数字加入 `PEAK_TFLOPS`",
     "fp16 runs but without Tensor Cores: expect little or no AMP speed-up on this GPU":
-        "fp16 能运行，但没有张量核心（Tensor Core）：在这块 GPU 上 AMP 几乎不会带来加速",
+        "fp16 能运行，但没有 Tensor Core：在这块 GPU 上 AMP 几乎不会带来加速",
     "use fp16 with GradScaler; `torch.cuda.is_bf16_supported()` may still say True here because bf16 is emulated (slow)":
         "请用 fp16 加 GradScaler；这里 `torch.cuda.is_bf16_supported()` 可能仍返回 True，因为 bf16 是模拟的（很慢）",
     "FP32 matmuls run at plain FP32 speed": "FP32 矩阵乘法以普通 FP32 的速度运行",

@@ -234,6 +234,25 @@ def _scale_tensor(scaler: torch.amp.GradScaler, device: torch.device) -> torch.T
     return scale.reshape(()).float().to(device) if isinstance(scale, torch.Tensor) else None
 
 
+def _grad_norm(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, params: list[torch.nn.Parameter],
+               clip: float | None, track: bool, dev: torch.device) -> torch.Tensor | None:
+    """The true gradients' norm before clipping (and the clip), on the device; None when neither is asked for.
+
+    Without clipping it is the scaled gradients' norm over the scale: exact (a power of two), and with
+    no ``unscale_`` here ``scaler.step`` keeps a fused optimizer's path without a host sync.
+    """
+    if clip is not None:
+        scaler.unscale_(optimizer)  # clipping needs the true gradients (no-op when the scaler is disabled)
+        return torch.nn.utils.clip_grad_norm_(params, clip)
+    if not track:
+        return None
+    norm = _total_norm([q.grad for q in params if q.grad is not None]).float()
+    scale = _scale_tensor(scaler, dev)
+    if scale is not None:
+        return norm / scale
+    return norm / scaler.get_scale() if scaler.is_enabled() else norm
+
+
 def _step(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -253,17 +272,14 @@ def _step(
 ) -> StepResult:
     """:func:`train_step` on parsed arguments (fit calls this: nothing is re-validated per step).
 
-    ``scale_before``: the scale at the start (fit keeps it); None reads it on the device, with the
-    step's other numbers, so the step waits for the device only once.
-
-    ``trainable``: every trainable parameter of the model, whose gradients the step clears at the
-    end (default ``params``, what fit passes: there the optimizer holds them all).
+    ``scale_before``: the scale at the start (fit keeps it); None reads it on the device with the
+    step's other numbers, so the step waits for the device once. ``trainable``: every trainable
+    parameter, whose gradients the step clears (default ``params``: fit's optimizer holds them all).
     """
     before_t = _scale_tensor(scaler, dev) if scale_before is None else None
     if before_t is not None:
         before_t = before_t.clone()  # scaler.update() changes the scale in place
-    elif scale_before is None:
-        scale_before = scaler.get_scale()
+    scale_before = scaler.get_scale() if scale_before is None and before_t is None else scale_before
     pairs = [_split(b) for b in batches]
     sizes = [_n_samples(y) for _, y in pairs]
     if 0 in sizes:
@@ -290,31 +306,14 @@ def _step(
         model.zero_grad(set_to_none=True)
         raise ValueError("none of the optimizer's parameters got a gradient from this model's loss: build the "
                          "optimizer from model.parameters() of this model, after any change to the model")
-    grad_norm = None
-    if clip is not None:
-        scaler.unscale_(optimizer)  # clipping needs the true gradients (no-op when the scaler is disabled)
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, clip)
-    elif track_grad_norm:
-        # The scaled gradients' norm over the scale: exact (a power of two), and with no unscale_ here
-        # scaler.step keeps a fused optimizer's path without a host sync.
-        grad_norm = _total_norm([q.grad for q in params if q.grad is not None])
-        scale_now = _scale_tensor(scaler, dev)
-        if scale_now is not None:
-            grad_norm = grad_norm.float() / scale_now
-        elif scaler.is_enabled():
-            grad_norm = grad_norm.float() / scaler.get_scale()
+    grad_norm = _grad_norm(optimizer, scaler, params, clip, track_grad_norm, dev)
     scaler.step(optimizer)
     scaler.update()
     for q in trainable if trainable is not None else params:  # every gradient this step's backward wrote,
         q.grad = None                                             # not only the optimizer's (as model.zero_grad)
     scale_t = _scale_tensor(scaler, dev)
-    stats = [loss_sum, correct.float()]
-    if grad_norm is not None:
-        stats.append(grad_norm.float().to(dev))
-    if before_t is not None:
-        stats.append(before_t)
-    if scale_t is not None:
-        stats.append(scale_t)
+    stats = [loss_sum, correct.float(), *([] if grad_norm is None else [grad_norm.float().to(dev)]),
+             *([] if before_t is None else [before_t]), *([] if scale_t is None else [scale_t])]
     values = torch.stack(stats).tolist()  # the one host-device sync of the step
     scale = values[-1] if scale_t is not None else scaler.get_scale()  # disabled: 1.0, no sync
     if before_t is not None:
