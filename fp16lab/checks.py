@@ -303,13 +303,22 @@ def optimizer_holds(model: object, optimizer: object, *, every: bool = True, onl
     return params
 
 
-def notebook(name: str, value: T) -> T:
-    """``value`` when it is a notebook as nbformat reads it (``.cells`` a list, ``.metadata`` a dict)."""
+def notebook(name: str, value: T, *, plain: bool = False) -> T:
+    """``value`` when it is a notebook as nbformat reads it (``.cells`` a list, ``.metadata`` a dict).
+
+    ``plain``: the same notebook as a plain JSON dict (``json.load``, what the Jupyter server saves)
+    is accepted too.
+    """
     _label(name)
-    cells, meta = getattr(value, "cells", None), getattr(value, "metadata", None)
+    _flags(plain=(plain, bool))
+    if plain and isinstance(value, Mapping):
+        cells, meta = value.get("cells"), value.get("metadata", {})
+    else:
+        cells, meta = getattr(value, "cells", None), getattr(value, "metadata", None)
     if isinstance(value, Mapping) and isinstance(cells, list) and isinstance(meta, Mapping):
         return value
-    raise ValueError(f"{name} must be a notebook (nbformat.read(path, as_version=4)), got {_short(value)}")
+    also = " or its JSON dict" if plain else ""
+    raise ValueError(f"{name} must be a notebook (nbformat.read(path, as_version=4)){also}, got {_short(value)}")
 
 
 def notebook_cell(name: str, value: T) -> T:

@@ -102,7 +102,7 @@ def choose_device(prefer: "torch.device | str | None" = None) -> torch.device:
 
 def synchronize(device: "torch.device | str") -> None:
     """Wait for queued work on ``device`` (a no-op on the CPU): timings must include it."""
-    device = parse_device(device)
+    device = resolve_device(parse_device(device))  # a GPU this machine lacks: said so, not a driver error
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     elif device.type == "mps":
@@ -111,7 +111,7 @@ def synchronize(device: "torch.device | str") -> None:
 
 def free_memory(device: "torch.device | str") -> None:
     """Drop unreachable tensors and return cached blocks, so the next measurement starts clean."""
-    device = parse_device(device)
+    device = resolve_device(parse_device(device))
     gc.collect()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -122,7 +122,7 @@ def free_memory(device: "torch.device | str") -> None:
 
 def model_device(model: nn.Module, default: "torch.device | None" = None) -> torch.device:
     """Where ``model`` lives: its first parameter's device, else its first buffer's, else ``default``."""
-    if not isinstance(model, nn.Module):
+    if not isinstance(model, nn.Module):  # the bottom layer: checks' wording, without importing it
         raise ValueError(f"model must be a torch.nn.Module, got {model!r:.80} ({type(model).__name__})")
     if default is not None:
         default = parse_device(default, name="default")

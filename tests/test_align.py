@@ -421,9 +421,11 @@ def test_pad_layers_validation():
         pad_layers(nn.Sequential(nn.Conv2d(3, 5, 1)), ["0"])
     with pytest.raises(ValueError, match="multiple must be an int >= 1"):
         pad_layers(m, ["head"], multiple=0)
-    with pytest.raises(ValueError, match="non-empty list"):
+    with pytest.raises(ValueError, match=r"names is empty: pass a list with at least one entry, e.g. \['lm_head'\]"):
         pad_layers(m, [])
-    for bad, match in ((None, "names"), (3, "names"), ([3], "names"), ([""], "no module named ''")):
+    for bad, match in ((None, "names must be a list, got None"), (3, "names must be a list, got 3"),
+                       ([3], r"names\[0\] must be a str, got 3"), ({"head": 1}, r"names must be a list, got \{"),
+                       ([""], "no module named ''")):
         with pytest.raises(ValueError, match=match):
             pad_layers(m, bad)
     with pytest.raises(ValueError, match="model must be a torch.nn.Module"):
@@ -615,7 +617,7 @@ def test_audit_example_input_list_is_positional_like_the_debug_tools() -> None:
 @pytest.mark.parametrize("kwargs,match", [
     (dict(shapes={8: 1}), "shapes must be a list"),
     (dict(shapes=torch.tensor([8, 16])), "shapes must be a list"),
-    (dict(shapes=[8], precisions={"fp32": 1}), "precisions must be a precision name or a list"),
+    (dict(shapes=[8], precisions={"fp32": 1}), r"precisions must be a list, got \{'fp32': 1\} \(dict\): pass a list"),
 ])
 def test_sweep_refuses_dicts_and_tensors(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):

@@ -40,9 +40,12 @@ from fp16lab.labs.benchmark import (
     targets_table,
     unsupported_reason,
 )
-from fp16lab.labs.benchmark.analysis import summarise, verdict
+from fp16lab.labs.benchmark.analysis import _verdict as verdict
+from fp16lab.labs.benchmark.analysis import summarise
 from fp16lab.labs.benchmark.configs import parse_configs, parse_model, validate_batch_sizes, validate_output
-from fp16lab.labs.benchmark.measure import Session, finish_row, settings_row
+from fp16lab.labs.benchmark.measure import Session
+from fp16lab.labs.benchmark.measure import _finish_row as finish_row
+from fp16lab.labs.benchmark.measure import _settings_row as settings_row
 
 TINY = BenchSettings(image_size=32, warmup=1, steps=1, windows=2, cpu_threads=1, num_classes=10)
 CPU = torch.device("cpu")
@@ -451,18 +454,18 @@ def test_ctrl_c_keeps_and_saves_the_rows_so_far(tmp_path, capsys):
     [
         ({"model": "resnet5O"}, r"unknown model 'resnet5O'.*resnet50"),
         ({"model": 5}, r"model must be a torchvision model name or a function returning an nn.Module, got 5"),
-        ({"configs": ["fp16_nhwc"]}, r"configs: unknown configuration 'fp16_nhwc'; allowed: article, fp32_true"),
-        ({"configs": ["fp32_true", "fp32_true"]}, "repeat a name"),
+        ({"configs": ["fp16_nhwc"]}, r"configs\[0\] must be one of 'article', 'fp32_true'.*; got 'fp16_nhwc'"),
+        ({"configs": ["fp32_true", "fp32_true"]}, r"configs lists 'fp32_true' twice \(entries 0 and 1\); give each once"),
         ({"repeat": ["bf16"]}, r"repeat: \['bf16'\] are not among the configurations"),
         ({"rounds": 0}, "rounds must be an int >= 1, got 0"),
         ({"rounds": True}, "rounds must be an int >= 1, got True"),
         ({"explore": ["fp32_true"]}, r"explore: \['fp32_true'\] are already in the comparison"),
         ({"precisions": ["fp8"]}, r"unknown precision 'fp8'; allowed: 'fp32'"),
         ({"precisions": ["fp16"]}, r"no configuration in \['fp32_true'\]"),
-        ({"batch_sizes": [8, 0]}, r"batch_sizes entry must be an int >= 1, got 0"),
+        ({"batch_sizes": [8, 0]}, r"batch_sizes\[1\] must be an int >= 1, got 0"),
         ({"batch_sizes": [True]}, "got True"),
-        ({"batch_sizes": []}, "no batch sizes"),
-        ({"sweep_batch_sizes": [0]}, "sweep_batch_sizes entry must be an int >= 1, got 0"),
+        ({"batch_sizes": []}, r"batch_sizes is empty: pass a list with at least one entry, e.g. \[256\]"),
+        ({"sweep_batch_sizes": [0]}, r"sweep_batch_sizes\[0\] must be an int >= 1, got 0"),
         ({"task": "eval"}, r"task must be one of 'train', 'infer'; got 'eval'"),
         ({"output": "results.csv"}, r"must end in \.json, got 'results.csv'"),
         ({"time_budget_s": -1}, r"time_budget_s must be a finite number > 0, got -1"),
@@ -599,12 +602,12 @@ def test_cli_bad_input_exits_2_with_the_allowed_values(tmp_path, capsys, monkeyp
     monkeypatch.setenv("FP16LAB_QUICK", "1")
     rc = main(["bench", "--configs", "fp64", "--output", str(tmp_path / "x.json")])
     err = capsys.readouterr().err
-    assert rc == 2 and "unknown configuration 'fp64'" in err and RECOMMENDED in err
+    assert rc == 2 and "configs[0] must be one of 'article'" in err and "got 'fp64'" in err and RECOMMENDED in err
     assert not (tmp_path / "x.json").exists()
     assert main(["bench", "--batch-sizes", "0", "--output", str(tmp_path / "x.json")]) == 2
     assert "got 0" in capsys.readouterr().err
     assert main(["bench", "--readme-from", str(tmp_path / "missing.json")]) == 2
-    assert "no results file" in capsys.readouterr().err
+    assert "missing.json' does not exist" in capsys.readouterr().err
     assert main(["bench", "--reference", "--device", "cpu"]) == 2
     assert "--reference needs a CUDA GPU" in capsys.readouterr().err
 
@@ -688,9 +691,9 @@ def test_fp16_uses_less_memory_than_true_fp32_and_the_graph_capture_runs_on_gpu(
         ({"repeat": "fp32_true"}, "repeat must be a list"),
         ({"explore": "bf16_cl"}, "explore must be a list"),
         ({"precisions": "fp32"}, "precisions must be a list"),
-        ({"batch_sizes": [4, 4]}, "batch_sizes repeat a batch size"),
+        ({"batch_sizes": [4, 4]}, "batch_sizes lists 4 twice"),
         ({"sweep_batch_sizes": 3}, "sweep_batch_sizes must be a list"),
-        ({"sweep_batch_sizes": [8, 8]}, "sweep_batch_sizes repeat a batch size"),
+        ({"sweep_batch_sizes": [8, 8]}, "sweep_batch_sizes lists 8 twice"),
         ({"metadata": {"x": object()}}, "metadata cannot be stored as JSON"),
         ({"metadata": {1: "a"}}, "metadata keys must be strings"),
         ({"progress": 1}, "progress must be True or False"),
@@ -720,7 +723,8 @@ def test_tables_refuse_what_is_not_a_frame_of_benchmark_rows(call, frame, match)
 
 
 @pytest.mark.parametrize(("kw", "match"), [({"batch": 0}, "batch must be an int"), ({"batch": "256"}, "batch must be"),
-                                           ({"targets": []}, "targets must be"), ({"targets": [1]}, "targets must be"),
+                                           ({"targets": []}, "targets is empty"),
+                                           ({"targets": [1]}, r"targets\[0\] must be a Target \(see TARGETS\), got 1"),
                                            ({"targets": "x"}, "targets must be")])
 def test_targets_table_checks_batch_and_targets(kw, match):
     with pytest.raises(ValueError, match=match):
@@ -736,8 +740,21 @@ def test_report_helpers_check_their_arguments(tmp_path):
         profile_table(None)
     with pytest.raises(ValueError, match="step_profile"):
         profile_table({"step_profile": [1]})
-    with pytest.raises(ValueError, match="results must be a dict"):
+    with pytest.raises(ValueError, match=r"results\['run'\] must be a BenchResult"):
         side_by_side({"run": 3})
+    with pytest.raises(ValueError, match="results must be a dict of source name -> BenchResult, got"):
+        side_by_side([3])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="results key must be a str, got 1"):
+        side_by_side({1: BenchResult(pd.DataFrame())})  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match="half must be one of 'article'"):
+        side_by_side({}, half="fp16_typo")
+    with pytest.raises(FileNotFoundError, match="results: .*missing.json' does not exist"):
+        readme_section(tmp_path / "missing.json")
+    BenchResult(pd.DataFrame()).save(tmp_path / "r.json")
+    with pytest.raises(ValueError, match=r"png must be a path \(str or os.PathLike\), got 3"):
+        readme_section(tmp_path / "r.json", png=3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"path must be a path \(str or os.PathLike\), got 3"):
+        plot_results(pd.DataFrame(), 3)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="batch must be an int"):
         side_by_side({}, batch=0)
     with pytest.raises(ValueError, match="nothing to plot"):
@@ -769,9 +786,9 @@ def test_compile_modes_join_the_rounds_beside_the_recipe_each_in_its_own_time_bo
     assert compile_modes_table(fake_run(["article", COMPILED], ["article", COMPILED], {})[0].frame).empty  # off
 
 
-@pytest.mark.parametrize("modes, match", [("reduce-overhead", "list of torch.compile modes"),
-                                          (["max-autotune"], "compile_modes entry"),
-                                          (["reduce-overhead", "reduce-overhead"], "repeat a mode")])
+@pytest.mark.parametrize("modes, match", [("reduce-overhead", r"compile_modes must be a list, got 'reduce-overhead'"),
+                                          (["max-autotune"], r"compile_modes\[0\] must be one of 'reduce-overhead'"),
+                                          (["reduce-overhead", "reduce-overhead"], "compile_modes lists 'reduce-overhead' twice")])
 def test_compile_modes_are_checked_before_any_work(modes, match):
     opener, log = fake(rates={})
     with pytest.raises(ValueError, match=match):
@@ -882,3 +899,49 @@ def test_a_time_box_that_torch_compile_wraps_is_still_a_timeout():
     except InductorError as wrapped:
         assert _timed_out(wrapped)
     assert not _timed_out(RuntimeError("other"))
+
+
+@pytest.mark.parametrize(("args", "match"), [
+    (("sm90_gemm", 2, 1.0), r"kernels must be a list, got 'sm90_gemm' \(str\): pass a list"),
+    (([("a",)], 2, 1.0), r"kernels\[0\] must be a \(kernel name, microseconds\) pair, got 1 entries"),
+    (([(1, 2.0)], 2, 1.0), r"kernels\[0\]\[0\] must be a str, got 1"),
+    (([("a", -1.0)], 2, 1.0), r"kernels\[0\]\[1\] must be a finite number >= 0, got -1.0"),
+    (([("a", 1.0)], 0, 1.0), "steps must be an int >= 1, got 0"),
+    (([("a", 1.0)], 2, 0.0), "step_ms must be a finite number > 0, got 0.0"),
+])
+def test_breakdown_refuses_what_is_not_a_kernel_list(args, match):
+    from fp16lab.labs.benchmark.profile import breakdown
+
+    with pytest.raises(ValueError, match=match):
+        breakdown(*args)
+
+
+@pytest.mark.parametrize(("kw", "match"), [
+    ({"cfg": "fp32_true"}, r"cfg must be a BenchConfig \(e.g. CONFIGS\['fp16_cl_fused'\]\), got 'fp32_true'"),
+    ({"batch": 0}, "batch must be an int >= 1, got 0"),
+    ({"task": "eval"}, "task must be one of 'train', 'infer'; got 'eval'"),
+    ({"dev": "gpu"}, "dev 'gpu' is not a device"),
+    ({"s": {}}, r"s must be a BenchSettings \(default_settings\(\) builds one\), got \{\}"),
+    ({"spec": "resnet18"}, r"spec must be a ModelSpec \(parse_model\('resnet50'\) builds one\)"),
+])
+def test_a_session_checks_its_arguments_before_building_anything(kw, match):
+    args = {"spec": parse_model("resnet18"), "cfg": CONFIGS["fp32_true"], "batch": 2, "s": TINY, "task": "train",
+            "dev": "cpu", **kw}
+    with pytest.raises(ValueError, match=match):
+        Session(**args)
+    assert Session(**{**args, **{"cfg": CONFIGS["fp32_true"], "batch": 2, "task": "train", "dev": "cpu",
+                                 "s": TINY, "spec": parse_model("resnet18")}}).dev == CPU
+
+
+def test_ratio_values_refuses_a_quantity_the_rows_lack_and_wrong_names():
+    from fp16lab.labs.benchmark.analysis import ratio_values
+
+    rows = pd.DataFrame([{"config": "a", "status": "ok", "batch_size": 2, "img_per_s": 4.0},
+                         {"config": "b", "status": "ok", "batch_size": 2, "img_per_s": 2.0}])
+    assert ratio_values(rows, "a", "b") == ([2.0], "single runs")
+    with pytest.raises(ValueError, match=r"frame lacks the column\(s\) \['peak_mem_gb'\]"):
+        ratio_values(rows, "a", "b", "peak_mem_gb")
+    with pytest.raises(ValueError, match="numerator must be a str, got 1"):
+        ratio_values(rows, 1, "b")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="frame lacks the column"):
+        ratio_values(pd.DataFrame({"a": [1.0]}), "a", "b")  # no longer an empty answer

@@ -78,7 +78,7 @@ def test_refused_input_is_exit_2_with_the_reason(capsys, tmp_path):
 def test_a_lab_command_refuses_like_the_others(capsys):
     """Every command ends in the same place: a refused input is exit 2 with the reason, no traceback."""
     assert main(["bench", "--batch-sizes", "0"]) == 2
-    assert "batch_sizes entry must be an int >= 1, got 0" in capsys.readouterr().err
+    assert "batch_sizes[0] must be an int >= 1, got 0" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv", [

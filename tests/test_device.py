@@ -87,3 +87,16 @@ def test_validators_name_the_argument_and_refuse_bools():
         one_of("task", "Train", ("train", "infer"))
     with pytest.raises(ValueError, match="flag must be True or False, got 1"):
         boolean("flag", 1)
+
+
+def test_sync_and_free_memory_say_when_the_device_is_not_here(monkeypatch):
+    """A GPU this machine lacks is named as such, not a driver error from inside torch."""
+    from fp16lab.device import free_memory, synchronize
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for fn in (synchronize, free_memory):
+        with pytest.raises(ValueError, match="device 'cuda' requested but no CUDA GPU is visible here"):
+            fn("cuda")
+        with pytest.raises(ValueError, match="device must be a str or torch.device, got None"):
+            fn(None)  # type: ignore[arg-type]  # never "the best available" in silence
+        fn("cpu")

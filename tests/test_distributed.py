@@ -245,3 +245,46 @@ def test_demo_tasks_refuse_a_rank_outside_the_world(rank):
 def test_model_numel_refuses_bad_sizes(width, depth, message):
     with pytest.raises(ValueError, match=message):
         fd.model_numel(width, depth)
+
+
+# ------------------------------------------------- the ranks' building blocks, checked at their entry
+
+
+def test_building_blocks_agree_with_plain_pytorch():
+    from fp16lab.labs.multi_gpu import model as mm
+
+    net = mm.mlp(4, 2)
+    assert fd.model_numel(4, 2) == sum(p.numel() for p in net.parameters())
+    x, y = mm.global_batch(3, 12, 4, 0, "cpu")
+    assert x.shape == (12, 4) and y.shape == (12,) and torch.equal(x, mm.global_batch(3, 12, 4, 0, torch.device("cpu"))[0])
+    assert torch.equal(mm.micro(x, 2, 3, 1), x[6:12]) and torch.equal(mm.micro(y, 2, 3, 0), y[:6])
+    assert torch.equal(mm.flat(net), torch.cat([p.detach().reshape(-1) for p in net.parameters()]))
+    a, b = torch.tensor([3.0, 4.0]), torch.tensor([0.0, 4.0])
+    assert mm.rel(a, b) == pytest.approx(float((a - b).norm() / b.norm()))
+    opt = mm.sgd(net.parameters(), 0.1)
+    assert opt.param_groups[0]["momentum"] == 0.9 and len(opt.param_groups[0]["params"]) == 6
+    assert mm.comm_hook("fp16").__name__ == "fp16_compress_hook"
+
+
+@pytest.mark.parametrize(("call", "match"), [
+    (lambda mm: mm.mlp(0, 2), "width must be an int >= 1, got 0"),
+    (lambda mm: mm.mlp(4, 2.0), "depth must be an int >= 1, got 2.0"),
+    (lambda mm: mm.global_batch(-1, 8, 4, 0, "cpu"), "step must be an int >= 0, got -1"),
+    (lambda mm: mm.global_batch(0, 8, 4, 0, "gpu"), "device 'gpu' is not a device"),
+    (lambda mm: mm.micro(torch.zeros(8, 4), 2, 2, 2), r"x has shape \(8, 4\): micro-batch part=2 .* at least 12 rows"),
+    (lambda mm: mm.micro([1, 2], 2, 2, 0), r"x must be a tensor of a global batch's rows"),
+    (lambda mm: mm.sgd(torch.nn.Linear(2, 2), 0.1), r"params must be a list, got Linear"),
+    (lambda mm: mm.sgd("weights", 0.1), r"params must be a list, got 'weights' \(str\): pass a list"),
+    (lambda mm: mm.sgd([1.0], 0.1), r"params\[0\] must be a parameter"),
+    (lambda mm: mm.sgd(torch.nn.Linear(2, 2).parameters(), 0), "lr must be a finite number > 0, got 0"),
+    (lambda mm: mm.flat(torch.zeros(3)), "model must be a torch.nn.Module"),
+    (lambda mm: mm.rel(torch.zeros(3), torch.zeros(1)), r"a and b must have the same shape, got \(3,\) and \(1,\)"),
+    (lambda mm: mm.rel(1.0, torch.zeros(1)), "a must be a tensor"),
+    (lambda mm: mm.replica_spread([1.0]), "weights must be a tensor"),
+    (lambda mm: mm.comm_hook("fp8"), "name must be one of 'allreduce', 'fp16', 'bf16'; got 'fp8'"),
+])
+def test_building_blocks_refuse_bad_input_naming_it(call, match):
+    from fp16lab.labs.multi_gpu import model as mm
+
+    with pytest.raises(ValueError, match=match):
+        call(mm)

@@ -423,11 +423,11 @@ def test_quantize_refuses_non_finite_values_instead_of_zeroing_the_tensor(bad):
 @pytest.mark.parametrize(
     "kwargs, words",
     [
-        (dict(fmts="fp8_e4m3"), "fmts must be a non-empty list"),
-        (dict(fmts=None), "fmts must be a non-empty list"),
-        (dict(fmts=[]), "fmts must be a non-empty list"),
-        (dict(granularities="row"), "granularities must be a non-empty list"),
-        (dict(granularities=None), "granularities must be a non-empty list"),
+        (dict(fmts="fp8_e4m3"), r"fmts must be a list, got 'fp8_e4m3' \(str\): pass a list"),
+        (dict(fmts=None), "fmts must be a list, got None"),
+        (dict(fmts=[]), "fmts is empty"),
+        (dict(granularities="row"), r"granularities must be a list, got 'row' \(str\): pass a list"),
+        (dict(granularities=None), "granularities must be a list, got None"),
         (dict(tensors={1: torch.ones(2, 2), "1": torch.ones(2, 2)}), "names \\(non-empty strings\\)"),
         (dict(tensors={"": torch.ones(2, 2)}), "names \\(non-empty strings\\)"),
     ],
@@ -479,9 +479,10 @@ def test_fp8_matmul_tflops_checks_the_seed(seed):
     [
         (dict(shapes=16), "shapes must be a list"),
         (dict(shapes="16"), "shapes must be a list"),
-        (dict(configs=[]), "configs must be a non-empty list"),
-        (dict(configs="tensorwise"), "configs must be a non-empty list"),
-        (dict(configs=[("tensorwise",)]), "configs must be a non-empty list"),
+        (dict(configs=[]), "configs is empty"),
+        (dict(configs="tensorwise"), r"configs must be a list, got 'tensorwise' \(str\): pass a list"),
+        (dict(configs=[("tensorwise",)]), r"configs\[0\] must be a \(scaling, use_fast_accum\) pair"),
+        (dict(configs=[("rowwise", 1)]), r"configs\[0\] use_fast_accum must be True or False, got 1"),
         (dict(configs=[("rowwise", 1)]), "use_fast_accum"),
         (dict(progress=1), "progress"),
     ],
@@ -685,7 +686,8 @@ def test_a_quiet_import_adds_no_line():
 def test_fp8_curves_seeds_are_checked_before_work(monkeypatch):
     monkeypatch.setattr(training_mod, "train_lm", _must_not_run)
     lang = SyntheticLanguage(vocab=32, order=1, branching=4, seed=0)
-    for bad, words in (((), "at least one"), ((0, 0), "distinct"), ("01", "list of ints"), ((0, -1), "seeds\\[1\\]")):
+    for bad, words in (((), "seeds is empty"), ((0, 0), "seeds lists 0 twice"), ("01", "seeds must be a list, got '01'"),
+                       ((0, -1), "seeds\\[1\\]")):
         with pytest.raises(ValueError, match=words):
             fp8_curves(lambda: GPT(TINY), lang, steps=2, batch=2, seeds=bad, precision="fp32",
                        module_filter=Fp8Filter(min_features=0))

@@ -281,7 +281,7 @@ def test_run_or_oom_says_when_fn_returns_no_row(result) -> None:
         run_or_oom(lambda: result)
 
 
-@pytest.mark.parametrize(("layers", "match"), [("abc", "layers must be a non-empty sequence"),
+@pytest.mark.parametrize(("layers", "match"), [("abc", r"layers must be a list, got 'abc' \(str\): pass a list"),
                                                ([3, 0], r"layers\[1\] must be an int >= 1"),
                                                ([3, 2.0], r"layers\[1\] must be an int"), (5, "layers must be")])
 def test_workload_refuses_bad_layers_by_position(layers, match: str) -> None:
@@ -297,7 +297,7 @@ def test_workload_accepts_numpy_ints_as_layers() -> None:
 
 @pytest.mark.parametrize("bad", [1, "01", None])
 def test_allocator_experiment_refuses_a_non_sequence_of_everies(bad) -> None:
-    with pytest.raises(ValueError, match="empty_cache_every must be a sequence"):
+    with pytest.raises(ValueError, match="empty_cache_every must be a list, got .*: pass a list, e.g. \\[0, 1\\]"):
         allocator_experiment(None, empty_cache_every=bad)
 
 

@@ -472,9 +472,10 @@ def test_cast_stats_renders() -> None:
         ([torch.arange(4)], "int64"),
         ([torch.ones(2, dtype=torch.bool)], "torch.bool"),
         ([np.ones(3)], "ndarray"),
-        (3.0, "iterable"),
-        ("grads", "iterable"),
-        (None, "iterable"),
+        (3.0, r"tensors must be a list, got 3.0 \(float\): pass a list"),
+        ("grads", r"tensors must be a list, got 'grads' \(str\): pass a list"),
+        (None, "tensors must be a list, got None"),
+        ([], "tensors is empty"),
     ],
 )
 def test_cast_stats_bad_tensors(tensors: object, match: str) -> None:

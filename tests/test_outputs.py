@@ -126,6 +126,35 @@ def test_note_needs_a_stamp_and_a_free_first_cell(tmp_path):
     with pytest.raises(ValueError, match="NBVAL_CHECK_OUTPUT"):
         execute(p)  # refused before running: the file is untouched
     assert p.read_bytes() == before
+    plain = nbformat.writes(nb)
+    with pytest.raises(ValueError, match="NBVAL_CHECK_OUTPUT"):
+        stamp(nb)  # refused before the stamp is written: the notebook is unchanged
+    assert nbformat.writes(nb) == plain
+
+
+@pytest.mark.parametrize(("call", "match"), [
+    (lambda: code_digest("notebooks/00_setup_and_verify.ipynb"), r"nb must be a notebook \(nbformat.read"),
+    (lambda: strip_noise({"cells": []}), "nb must be a notebook"),
+    (lambda: stamp(_nb("x = 1"), seconds=-1.0), "seconds must be a finite number >= 0, got -1.0"),
+    (lambda: note_text("CPU"), r"meta must be a stamp dict \(nb.metadata\['fp16lab'\]\), got 'CPU'"),
+    (lambda: note_text({}, copy="yes"), "copy must be True or False, got 'yes'"),
+    (lambda: set_reference_note(_nb("x = 1"), meta=["CPU"]), "meta must be a stamp dict"),
+    (lambda: set_reference_note(_nb("x = 1"), meta={"device": "CPU"}, copy=1), "copy must be True or False, got 1"),
+    (lambda: is_reference_note("output"), r"output must be a notebook output \(cell.outputs\[i\]\)"),
+])
+def test_a_wrong_argument_is_named_before_anything_changes(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_drop_orphan_widgets_takes_a_notebook_or_its_json_only():
+    from fp16lab.course.outputs import drop_orphan_widgets
+
+    assert drop_orphan_widgets({"cells": [], "metadata": {}}) == 0
+    with pytest.raises(ValueError, match=r"nb must be a notebook \(nbformat.read\(path, as_version=4\)\) or its JSON"):
+        drop_orphan_widgets("lesson.ipynb")
+    with pytest.raises(ValueError, match="nb must be a notebook"):
+        drop_orphan_widgets({"cells": "x"})
 
 
 def test_cli_note_refreshes_without_running(tmp_path):

@@ -44,14 +44,44 @@ def test_table_marks_older_code_and_missing_runs(tmp_path):
 
 
 def test_bad_input_is_refused_before_any_run(tmp_path):
-    with pytest.raises(ValueError, match="unknown profile 'h100'"):
+    with pytest.raises(ValueError, match=r"profiles\[0\] must be one of 'none', 'rtx4090d'.*; got 'h100'"):
         portability.run_matrix([lessons()[0]], ["h100"], save=False)
+    with pytest.raises(ValueError, match=r"profiles must be a list, got 't4' \(str\): pass a list, e.g. \['t4'\]"):
+        portability.run_matrix([lessons()[0]], "t4", save=False)  # type: ignore[arg-type]  # not 't', then '4'
     with pytest.raises(ValueError, match="jobs must be an int >= 1"):
         portability.run_matrix([lessons()[0]], ["t4"], jobs=0, save=False)
-    with pytest.raises(ValueError, match="not a notebook file"):
+    with pytest.raises(FileNotFoundError, match=r"lessons\[0\]: .*nope.ipynb' does not exist"):
         portability.run_matrix([tmp_path / "nope.ipynb"], ["t4"], save=False)
     with pytest.raises(ValueError, match="lessons is empty"):
         portability.run_matrix([], ["t4"], save=False)
+    with pytest.raises(ValueError, match=r"lessons must be a list, got '.*00_setup_and_verify.ipynb' \(str\)"):
+        portability.run_matrix(str(lessons()[0]), ["t4"], save=False)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="save must be True or False, got 1"):
+        portability.run_matrix([lessons()[0]], ["t4"], save=1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"lesson: .*README.md' is not a notebook \(.ipynb\)"):
+        portability.run_one(repo_root() / "README.md", "t4")
+    with pytest.raises(ValueError, match="profile must be one of 'none'"):
+        portability.run_one(lessons()[0], "h100")
+    with pytest.raises(ValueError, match="smoke must be True or False, got 'yes'"):
+        portability.run_one(lessons()[0], "t4", smoke="yes")  # type: ignore[arg-type]
+
+
+def test_record_and_table_refuse_what_is_not_a_matrix(tmp_path):
+    path = tmp_path / "portability.json"
+    with pytest.raises(ValueError, match=r"rows must be a list, got \{'lesson'"):
+        portability.record(_row("02_x", "t4"), path)  # type: ignore[arg-type]  # one row, not a list of rows
+    with pytest.raises(ValueError, match=r"rows\[0\] lacks status, seconds: a matrix row has lesson, profile"):
+        portability.record([{"lesson": "02_x", "profile": "t4", "code_sha256": "x", "device": "", "torch": "",
+                             "mode": "", "date": "", "error": ""}], path)
+    with pytest.raises(ValueError, match=r"rows\[1\]\['profile'\] must be one of 'none'.*; got 'h100'"):
+        portability.record([_row("02_x", "t4"), _row("02_x", "h100")], path)
+    assert not path.exists()  # a refused call writes nothing
+    with pytest.raises(ValueError, match=r"frame must be a portability matrix \(load_matrix\(\)\) or None"):
+        portability.matrix_table([_row("02_x", "t4")], [lessons()[0]])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="frame lacks the column.s. jobs of a portability matrix"):
+        portability.matrix_table(portability.load_matrix(path).drop(columns=["jobs"]), [lessons()[0]])
+    with pytest.raises(ValueError, match=r"lessons must be a list, got '02_x.ipynb' \(str\)"):
+        portability.matrix_table(portability.load_matrix(path), "02_x.ipynb")  # type: ignore[arg-type]
 
 
 def test_cli_run_without_a_gpu_says_why(monkeypatch):

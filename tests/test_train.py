@@ -992,8 +992,10 @@ def test_fit_refuses_wrong_objects() -> None:
         fit(m, loader(), [opt], callbacks=[])
     with pytest.raises(ValueError, match="loader must be an iterable"):
         fit(m, torch.zeros(4, 12), opt, callbacks=[])
-    with pytest.raises(ValueError, match="batches must be a non-empty list"):
+    with pytest.raises(ValueError, match="batches is empty: pass a list with at least one entry"):
         train_step(m, opt, make_scaler("fp32", "cpu"), [], precision="fp32")
+    with pytest.raises(ValueError, match=r"batches must be a list, got tensor\(.*pass a list, e.g. \[\(x, y\)\]"):
+        train_step(m, opt, make_scaler("fp32", "cpu"), torch.zeros(2, 12), precision="fp32")
 
 
 def test_fit_reads_the_scale_once_per_run(monkeypatch: pytest.MonkeyPatch) -> None:

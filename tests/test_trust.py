@@ -305,6 +305,21 @@ def test_course_helpers_refuse_a_non_notebook(bad: object) -> None:
         workspace.work_copy(bad, source="01.ipynb")
     with pytest.raises(ValueError, match="cell must be a notebook cell"):
         student.cell_source(bad)
+    from fp16lab.course import outputs
+
+    for fn in (outputs.code_digest, outputs.strip_noise, outputs.stamp, outputs.set_reference_note,
+               outputs.drop_orphan_widgets):
+        with pytest.raises(ValueError, match="nb must be a notebook"):
+            fn(bad)
+
+
+def test_a_notebook_as_plain_json_is_a_notebook_only_where_allowed() -> None:
+    plain = json.loads(nbformat.writes(nbformat.v4.new_notebook()))
+    assert checks.notebook("nb", plain, plain=True) is plain
+    with pytest.raises(ValueError, match=r"nb must be a notebook \(nbformat.read\(path, as_version=4\)\), got"):
+        checks.notebook("nb", plain)  # attribute access (nb.cells) would fail on it
+    with pytest.raises(ValueError, match="plain must be a bool"):
+        checks.notebook("nb", plain, plain=1)  # type: ignore[arg-type]
 
 
 def test_course_helpers_accept_a_real_notebook() -> None:
@@ -364,9 +379,9 @@ def test_run_benchmark_checks_an_unused_sweep_configs_too() -> None:
     """A wrong sweep_configs was accepted in silence when there was no sweep (and a benchmark ran)."""
     from fp16lab.labs.benchmark import run_benchmark
 
-    with pytest.raises(ValueError, match="sweep_configs must be a list of configuration names"):
+    with pytest.raises(ValueError, match=r"sweep_configs must be a list, got 5 \(int\): pass a list"):
         run_benchmark("resnet18", configs=["fp32_true"], sweep_configs=5, device="cpu")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="sweep_configs: unknown configuration 'fp16_typo'"):
+    with pytest.raises(ValueError, match=r"sweep_configs\[0\] must be one of 'article'.*; got 'fp16_typo'"):
         run_benchmark("resnet18", configs=["fp32_true"], sweep_configs=["fp16_typo"], device="cpu")
 
 

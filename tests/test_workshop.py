@@ -223,6 +223,20 @@ def test_time_quick_mode_records_a_measured_time(tmp_path):
         agenda.time_quick_mode([bad], tfile)
 
 
+
+@pytest.mark.parametrize(("kw", "match"), [
+    ({"paths": "notebooks/02_amp_training_loop.ipynb"}, r"paths must be a list, got '.*' \(str\): pass a list"),
+    ({"paths": []}, "paths is empty"),
+    ({"paths": ["nope.ipynb"]}, r"paths\[0\]: 'nope.ipynb' does not exist"),
+    ({"timings_file": 3}, r"timings_file must be a path \(str or os.PathLike\), got 3"),
+    ({"timeout": 0}, "timeout must be an int >= 1, got 0"),
+])
+def test_time_quick_mode_refuses_bad_input_before_running_anything(kw, match, monkeypatch):
+    monkeypatch.setattr("nbclient.NotebookClient.execute", lambda self: pytest.fail("a lesson ran"))
+    with pytest.raises((ValueError, FileNotFoundError), match=match):
+        agenda.time_quick_mode(**{"paths": [paths.lessons()[0]], **kw})
+
+
 # ---- the committed student copies of the real lessons -------------------------------------
 
 def test_committed_student_copies_are_current():

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from fp16lab.align.sizes import _pad, check_multiple
-from fp16lab.checks import instance
+from fp16lab.checks import instance, sequence_of, text
 
 __all__ = ["PaddedLinear", "pad_linear", "pad_embedding", "pad_layers"]
 
@@ -328,10 +328,7 @@ def pad_layers(
     sees the padded weight and is not sliced.
     """
     instance("model", model, nn.Module, "a torch.nn.Module")
-    if isinstance(names, str):
-        names = [names]
-    if not isinstance(names, Sequence) or not names:
-        raise ValueError(f"names must be a layer name or a non-empty list of them, got {names!r}")
+    names = sequence_of("names", names, example="['lm_head']", item=text, single=True)
     multiple = check_multiple(multiple)
     if optimizer is not None:
         instance("optimizer", optimizer, torch.optim.Optimizer, "a torch.optim.Optimizer (or None)")

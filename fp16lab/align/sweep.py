@@ -5,37 +5,32 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 import pandas as pd
 import torch
 
 from fp16lab.align.sizes import _ELEMENT_BYTES, _alignment
-from fp16lab.checks import boolean, non_negative_int, positive_float, positive_int
+from fp16lab.checks import boolean, non_negative_int, positive_float, positive_int, sequence_of
 from fp16lab.precision import Precision, check_precision_supported, parse_precision
 from fp16lab.timing import _matmul_tflops
 
 __all__ = ["matmul_sweep"]
 
 
-def _as_shape(i: int, s: object) -> tuple[int, int, int]:
+def _as_shape(name: str, s: object) -> tuple[int, int, int]:
     if isinstance(s, numbers.Integral) and not isinstance(s, bool):  # numpy ints too
         s = (s, s, s)
     if not isinstance(s, Sequence) or isinstance(s, str) or len(s) != 3:
-        raise ValueError(f"shapes[{i}]: a shape is an int n (for n×n×n) or a tuple (m, n, k); got {s!r}")
+        raise ValueError(f"{name}: a shape is an int n (for n×n×n) or a tuple (m, n, k); got {s!r}")
     m, n, k = s
-    return (positive_int(f"shapes[{i}] m", m), positive_int(f"shapes[{i}] n", n), positive_int(f"shapes[{i}] k", k))
+    return (positive_int(f"{name} m", m), positive_int(f"{name} n", n), positive_int(f"{name} k", k))
 
 
 def _precisions(precisions: object) -> list[Precision]:
-    if isinstance(precisions, (str, Precision)):
-        precisions = [precisions]
-    if not isinstance(precisions, Iterable) or isinstance(precisions, Mapping):
-        raise ValueError(f"precisions must be a precision name or a list of them, got {precisions!r}")
-    out = [parse_precision(p, name="precisions") for p in precisions]
-    if not out:
-        raise ValueError("precisions is empty; allowed: 'fp32', 'tf32', 'fp16', 'bf16'")
-    return out
+    """A precision name (or Precision) or a list of them: documented, a single name is a list of one."""
+    return sequence_of("precisions", precisions, example="['fp16', 'bf16']", single=True,
+                       item=lambda name, p: parse_precision(p, name=name))
 
 
 def matmul_sweep(
@@ -65,11 +60,7 @@ def matmul_sweep(
     from fp16lab.device import resolve_device
     from fp16lab.hardware import gpu_facts, peak_for
 
-    if isinstance(shapes, (str, bytes, Mapping, torch.Tensor)) or not isinstance(shapes, Iterable):
-        raise ValueError(f"shapes must be a list of ints n or (m, n, k) tuples, got {shapes!r}")
-    shape_list = [_as_shape(i, s) for i, s in enumerate(shapes)]
-    if not shape_list:
-        raise ValueError("shapes is empty; give at least one int n or (m, n, k)")
+    shape_list = sequence_of("shapes", shapes, example="[4096, (4096, 4096, 4104)]", item=_as_shape)
     prec_list = _precisions(precisions)
     dev = resolve_device(device)
     min_run_time = positive_float("min_run_time", min_run_time)

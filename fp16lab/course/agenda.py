@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fp16lab.checks import path, sequence_of
+from fp16lab.checks import existing_path, path, positive_int, sequence_of
 from fp16lab.course import paths as _paths
 from fp16lab.course.student import cell_source, exercises
 
@@ -85,7 +85,7 @@ def time_quick_mode(
     For lessons whose committed outputs come from a full-mode GPU run, so that the agenda
     still shows what a laptop needs. The lesson file is not changed; the kernel runs in the
     lesson's folder with ``FP16LAB_QUICK=1``. Raises AssertionError if a cell fails.
-    Default: every lesson, 1200 s a cell. Returns {lesson name: seconds}.
+    Default (``paths=None``): every lesson, 1200 s a cell. Returns {lesson name: seconds}.
     """
     import os
     import time
@@ -96,12 +96,16 @@ def time_quick_mode(
 
     from fp16lab.course.env import run_metadata
 
-    tfile = Path(timings_file or _paths.timings_file())
+    lessons = _paths.lessons() if paths is None else sequence_of(
+        "paths", paths, example="['notebooks/02_amp_training_loop.ipynb']",
+        item=lambda name, p: existing_path(name, p, kind="file"))
+    tfile = _paths.timings_file() if timings_file is None else path("timings_file", timings_file)
+    timeout = positive_int("timeout", timeout)  # all checked before the first (long) run
     measured: dict[str, float] = {}
     old = os.environ.get("FP16LAB_QUICK")
     os.environ["FP16LAB_QUICK"] = "1"  # inherited by the kernel
     try:
-        for lesson in [Path(p) for p in paths] if paths else _paths.lessons():
+        for lesson in lessons:
             nb = nbformat.read(lesson, as_version=4)
             client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                                     resources={"metadata": {"path": str(lesson.parent)}})

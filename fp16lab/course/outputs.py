@@ -51,6 +51,7 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
 def code_digest(nb: Any) -> str:
     """SHA-256 over the source of every code cell, in order."""
+    checks.notebook("nb", nb)
     h = hashlib.sha256()
     for cell in nb.cells:
         if cell.cell_type == "code":
@@ -66,6 +67,7 @@ def strip_noise(nb: Any) -> Any:
     Widget outputs (tqdm.auto's progress bars) go too: their state is not kept, so a saved
     bar would show "Error displaying widget: model not found" (or its first frame) to a reader.
     """
+    checks.notebook("nb", nb)
     nb.metadata.pop("widgets", None)
     for cell in nb.cells:
         for k in ("execution", "ExecuteTime", "collapsed", "scrolled"):
@@ -85,6 +87,7 @@ def drop_orphan_widgets(nb: Any) -> int:
     fallback is the bar's first frame ("0%"), which would mislead, so the whole output goes.
     Works on notebook nodes and on plain JSON dicts (what the Jupyter server saves).
     """
+    checks.notebook("nb", nb, plain=True)
     state = ((nb.get("metadata") or {}).get("widgets") or {}).get(WIDGET_STATE) or {}
     live = set((state.get("state") or {}).keys())
     removed = 0
@@ -109,7 +112,16 @@ def note_text(meta: dict[str, Any], *, copy: bool = False, lang: str = "en") -> 
     the wording for the reference lesson itself). ``lang``: the notebook's language, "en" (default)
     or "zh" (:mod:`fp16lab.course.i18n`); the Chinese note points at the Chinese copies, notebooks/work/zh/.
     """
-    check_lang(lang)
+    return _note_text(*_note_args(meta, copy, lang))
+
+
+def _note_args(meta: object, copy: object, lang: object) -> tuple[dict[str, Any], bool, str]:
+    """A note's arguments, checked once: ``meta`` a stamp dict, ``copy`` a bool, ``lang`` a known language."""
+    checks.instance("meta", meta, dict, "a stamp dict (nb.metadata['fp16lab'])")
+    return meta, checks.boolean("copy", copy), check_lang(lang)  # type: ignore[return-value]
+
+
+def _note_text(meta: dict[str, Any], copy: bool, lang: str) -> tuple[str, str]:
     where = meta.get("outputs_from") or tr("{device} ({mode} mode)", lang=lang, device=meta.get("device"),
                                            mode=meta.get("mode"))
     detail = ", ".join(str(x) for x in (f"torch {meta['torch']}" if meta.get("torch") else None,
@@ -133,15 +145,24 @@ def note_text(meta: dict[str, Any], *, copy: bool = False, lang: str = "en") -> 
 
 def reference_note(meta: dict[str, Any], *, copy: bool = False, lang: str = "en") -> Any:
     """The note as a notebook output (display data, marked with :data:`NOTE_KEY`), in ``lang``."""
+    return _reference_note(*_note_args(meta, copy, lang))
+
+
+def _reference_note(meta: dict[str, Any], copy: bool, lang: str) -> Any:
     import nbformat
 
-    markdown, plain = note_text(meta, copy=copy, lang=lang)
+    markdown, plain = _note_text(meta, copy, lang)
     return nbformat.v4.new_output("display_data", data={"text/markdown": markdown, "text/plain": plain},
                                   metadata={NOTE_KEY: True})
 
 
 def is_reference_note(output: Any) -> bool:
     """True for the output that :func:`set_reference_note` put there."""
+    checks.instance("output", output, dict, "a notebook output (cell.outputs[i])")
+    return _is_note(output)
+
+
+def _is_note(output: Any) -> bool:
     return bool(output.get("metadata", {}).get(NOTE_KEY))
 
 
@@ -163,15 +184,23 @@ def set_reference_note(nb: Any, *, meta: dict[str, Any] | None = None, copy: boo
     there is none. ``copy=True``: the wording for a learner's copy; ``lang``: its language ("en" or "zh").
     """
     check_lang(lang)
-    meta = meta if meta is not None else nb.metadata.get(KEY)
+    checks.notebook("nb", nb)
+    copy = checks.boolean("copy", copy)
+    if meta is not None:
+        checks.instance("meta", meta, dict, "a stamp dict (nb.metadata['fp16lab']) or None")
+    return _set_note(nb, meta if meta is not None else nb.metadata.get(KEY), copy, lang)
+
+
+def _set_note(nb: Any, meta: Any, copy: bool, lang: str) -> Any:
     if not meta:
         raise ValueError("the notebook has no fp16lab stamp (metadata 'fp16lab'): run "
                          "`python -m fp16lab outputs run` on it first")
+    checks.instance(f"the notebook's metadata[{KEY!r}]", meta, dict, "a stamp dict")  # read from a file
     cell = _first_code(nb)
     if cell is None:
         raise ValueError("the notebook has no code cell to carry the reference note")
     _refuse_checked_output(cell)
-    cell.outputs = [reference_note(meta, copy=copy, lang=lang)] + [o for o in cell.outputs if not is_reference_note(o)]
+    cell.outputs = [_reference_note(meta, copy, lang)] + [o for o in cell.outputs if not _is_note(o)]
     return nb
 
 
@@ -179,6 +208,12 @@ def stamp(nb: Any, *, seconds: float | None = None) -> Any:
     """Record in ``nb.metadata['fp16lab']`` where and how the outputs were made, and add the note."""
     from fp16lab.course.env import run_metadata
 
+    checks.notebook("nb", nb)
+    if seconds is not None:
+        seconds = checks.positive_float("seconds", seconds, allow_zero=True)
+    first = _first_code(nb)
+    if first is not None:
+        _refuse_checked_output(first)  # before the stamp is written: a refused call changes nothing
     meta = run_metadata()
     nb.metadata[KEY] = {
         "outputs_from": f"{meta['device']} ({meta['mode']} mode)",
@@ -193,8 +228,8 @@ def stamp(nb: Any, *, seconds: float | None = None) -> Any:
         "code_sha256": code_digest(nb),
         "made_by": "python -m fp16lab outputs run",
     }
-    if _first_code(nb) is not None:
-        set_reference_note(nb)
+    if first is not None:
+        _set_note(nb, nb.metadata[KEY], False, "en")
     return nb
 
 
@@ -243,7 +278,7 @@ def stale(path: "str | Path") -> str | None:
     cell = _first_code(nb)
     if cell is not None:
         first = cell.outputs[0] if cell.outputs else None
-        if first is None or not is_reference_note(first) or first.get("data") != reference_note(meta).data:
+        if first is None or not _is_note(first) or first.get("data") != _reference_note(meta, False, "en").data:
             return ("the first code cell does not start with the reference note for its stamp: "
                     "run `python -m fp16lab outputs note` on it (no re-run needed)")
     return None

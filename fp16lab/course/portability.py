@@ -32,7 +32,16 @@ from typing import Any
 import pandas as pd
 
 from fp16lab import checks
-from fp16lab.checks import boolean, positive_float, positive_int
+from fp16lab.checks import (
+    boolean,
+    existing_path,
+    instance,
+    one_of,
+    positive_float,
+    positive_int,
+    sequence_of,
+    text,
+)
 from fp16lab.course import paths
 from fp16lab.course.outputs import code_digest
 
@@ -63,8 +72,10 @@ def load_matrix(path: "str | os.PathLike[str] | None" = None) -> pd.DataFrame:
 def record(rows: Sequence[dict[str, Any]], path: "str | os.PathLike[str] | None" = None) -> Path:
     """Add ``rows`` to the matrix, replacing earlier rows of the same lesson and profile."""
     p = checks.path("path", path) if path is not None else matrix_path()
+    given = sequence_of("rows", rows, example="[run_one('notebooks/02_amp_training_loop.ipynb', 't4')]", item=_row,
+                        allow_empty=True)
     old = load_matrix(p)
-    new = pd.DataFrame(list(rows), columns=list(COLUMNS))
+    new = pd.DataFrame(given, columns=list(COLUMNS))
     keys = set(zip(new["lesson"], new["profile"], strict=True))
     keep = old[[(lesson, prof) not in keys for lesson, prof in zip(old["lesson"], old["profile"], strict=True)]]
     merged = pd.concat([keep, new], ignore_index=True) if len(keep) else new
@@ -85,10 +96,36 @@ def _profile_order(col: pd.Series) -> pd.Series:
     return col
 
 
-def _check_profile(profile: str) -> str:
-    if profile not in PROFILE_KEYS:
-        raise ValueError(f"unknown profile {profile!r}; known: {', '.join(PROFILE_KEYS)}")
-    return profile
+_ROW_KEYS = COLUMNS[:-1]  # "jobs" came later: older rows lack it
+_TABLE_KEYS = ("lesson", "profile", "status", "seconds", "code_sha256", "jobs")  # what matrix_table reads
+
+
+def _row(name: str, value: object) -> dict[str, Any]:
+    """One matrix row as :func:`run_one` returns it: every column, a known profile and status."""
+    row: Any = instance(name, value, dict, "a matrix row (a dict, as run_one returns)")
+    missing = [k for k in _ROW_KEYS if k not in row]
+    if missing:
+        raise ValueError(f"{name} lacks {', '.join(missing)}: a matrix row has {', '.join(COLUMNS)} (as run_one returns)")
+    text(f"{name}['lesson']", row["lesson"])
+    one_of(f"{name}['profile']", row["profile"], PROFILE_KEYS)
+    one_of(f"{name}['status']", row["status"], ("passed", "failed"))
+    return row
+
+
+def _lesson(name: str, value: object) -> Path:
+    """An existing lesson file (``.ipynb``); a missing one is an error, never an empty answer."""
+    p = existing_path(name, value, kind="file")
+    if p.suffix != ".ipynb":
+        raise ValueError(f"{name}: {str(p)!r} is not a notebook (.ipynb), e.g. notebooks/02_amp_training_loop.ipynb")
+    return p
+
+
+def _lessons(lessons: object) -> list[Path]:
+    return sequence_of("lessons", lessons, example="['notebooks/02_amp_training_loop.ipynb']", item=_lesson)
+
+
+def _check_profile(profile: object, name: str = "profile") -> str:
+    return one_of(name, profile, PROFILE_KEYS)
 
 
 def run_one(lesson: "str | Path", profile: str, *, smoke: bool = True, timeout: int = 900,
@@ -100,10 +137,9 @@ def run_one(lesson: "str | Path", profile: str, *, smoke: bool = True, timeout: 
     that receives the executed copy as ``<stem>.<profile>.ipynb``, passed or failed, with nbclient's
     per-cell timings in its metadata.
     """
-    src = Path(lesson)
-    if not src.is_file():
-        raise ValueError(f"lesson {str(lesson)!r} is not a notebook file")
+    src = _lesson("lesson", lesson)
     _check_profile(profile)
+    smoke = boolean("smoke", smoke)
     timeout = positive_int("timeout", timeout)
     if threads is not None:
         threads = positive_int("threads", threads)
@@ -219,21 +255,17 @@ def run_matrix(
     ``missing``: leave out each lesson and profile whose recorded row already passed with the
     lesson's current code (for a full run, a full-mode row), so a run resumes where the last stopped.
     """
-    if not lessons:
-        raise ValueError("lessons is empty; give notebook paths such as notebooks/00_setup_and_verify.ipynb")
-    for p in profiles:
-        _check_profile(p)
+    files = _lessons(lessons)
+    profiles = sequence_of("profiles", profiles, example="['t4']", item=lambda name, p: _check_profile(p, name))
+    smoke, save = boolean("smoke", smoke), boolean("save", save)
     jobs = positive_int("jobs", jobs)
     timeout = positive_int("timeout", timeout)
     if stop_after is not None:
         stop_after = positive_float("stop_after", stop_after)
-    for lesson in lessons:
-        if not Path(lesson).is_file():
-            raise ValueError(f"lesson {str(lesson)!r} is not a notebook file")
     missing = boolean("missing", missing)
     keep_dir = _keep_dir(keep)
     threads = max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else None
-    work = [(Path(lesson), p) for lesson in lessons for p in profiles]
+    work = [(lesson, p) for lesson in files for p in profiles]
     if missing:
         done = _passed_with_current_code(work, smoke)
         work = [lp for lp in work if lp not in done]
@@ -284,8 +316,8 @@ def matrix_table(frame: pd.DataFrame | None = None, lessons: Sequence["str | Pat
     """The matrix as markdown: one row per lesson, one column per profile; a stale row says so."""
     import nbformat
 
-    m = load_matrix() if frame is None else frame
-    files = [Path(x) for x in lessons] if lessons is not None else paths.lessons()
+    m = load_matrix() if frame is None else _matrix_frame(frame)
+    files = _lessons(lessons) if lessons is not None else paths.lessons()
     digests = {f.stem: code_digest(nbformat.read(f, as_version=4)) for f in files}
     head = "| lesson | " + " | ".join(PROFILE_KEYS) + " |"
     lines = [head, "|" + "---|" * (len(PROFILE_KEYS) + 1)]
@@ -304,6 +336,15 @@ def matrix_table(frame: pd.DataFrame | None = None, lessons: Sequence["str | Pat
             cells.append(f"{mark}, {float(r['seconds']):.0f} s" + (f" ({shared} at once)" if shared > 1 else ""))
         lines.append(f"| {stem} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _matrix_frame(frame: object) -> pd.DataFrame:
+    """A matrix as :func:`load_matrix` reads it: a DataFrame with the columns the table reads."""
+    f: pd.DataFrame = instance("frame", frame, pd.DataFrame, "a portability matrix (load_matrix()) or None")
+    missing = [c for c in _TABLE_KEYS if c not in f.columns]
+    if missing:
+        raise ValueError(f"frame lacks the column(s) {', '.join(missing)} of a portability matrix (load_matrix())")
+    return f
 
 
 GUIDE_START = "<!-- portability:start -->"

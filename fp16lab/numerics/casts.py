@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from fp16lab.checks import positive_float
-from fp16lab.numerics.formats import FormatInfo, FormatLike, _as_float64, _describe, format_info
+from fp16lab.checks import positive_float, sequence_of
+from fp16lab.numerics.formats import FormatInfo, FormatLike, _as_float64, format_info
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -119,14 +119,8 @@ class CastStats:
 
 def _tensor_list(tensors: object) -> list[torch.Tensor]:
     """``tensors`` (a tensor or an iterable of them) checked: floating point, none None."""
-    if isinstance(tensors, torch.Tensor):
-        items: list[Any] = [tensors]
-    elif isinstance(tensors, (str, bytes)) or not isinstance(tensors, Iterable):
-        raise ValueError(f"tensors must be a tensor or an iterable of tensors, got {_describe(tensors)}")
-    else:
-        items = list(tensors)
-    if not items:
-        raise ValueError("tensors is empty: give at least one floating-point tensor (e.g. the gradients)")
+    items = [tensors] if isinstance(tensors, torch.Tensor) else sequence_of(
+        "tensors", tensors, example="[p.grad for p in model.parameters()] (or one tensor)")
     for i, t in enumerate(items):
         if t is None:
             raise ValueError(f"tensors[{i}] is None (a parameter without .grad? run backward first)")

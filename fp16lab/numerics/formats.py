@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from fp16lab.checks import distinct
+from fp16lab.checks import distinct, sequence_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -166,16 +166,11 @@ def formats_table(formats: Iterable[FormatLike] = FORMATS) -> "pd.DataFrame":
     """One row per format (default all of :data:`FORMATS`) with the facts of :class:`FormatInfo`."""
     import pandas as pd
 
-    if isinstance(formats, (str, torch.dtype)):
+    if isinstance(formats, torch.dtype):
         formats = [formats]
-    try:
-        items = list(formats)
-    except TypeError:
-        raise ValueError(f"formats must be a list of formats ({_allowed_text()}), got {formats!r}") from None
+    items = sequence_of("formats", formats, example="['fp16', 'bf16']", single=True)  # a name: a list of one
     infos = distinct("formats", [format_info(f) for f in items], key=lambda info: info.name)
     rows = [info.as_dict() for info in infos]
-    if not rows:
-        raise ValueError(f"formats is empty; give one or more of {_allowed_text()}")
     return pd.DataFrame(rows).set_index("format")
 
 

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from fp16lab.checks import boolean, instance, non_negative_int, optimizer_holds, sequence_of
+from fp16lab.checks import boolean, instance, module, non_negative_int, optimizer_holds, sequence_of
 from fp16lab.device import model_device, resolve_device
 from fp16lab.train.step import check_scheduler_drives
 
@@ -138,10 +138,9 @@ def save_checkpoint(
     """
     out = check_writable_folder(path, name="path")
     _check_objects(model, optimizer, scaler, scheduler)
-    if not isinstance(step, (int, np.integer)) or isinstance(step, bool) or step < 0:
-        raise ValueError(f"step must be an int >= 0, got {step!r}")
-    if extra is not None and not isinstance(extra, Mapping):
-        raise ValueError(f"extra must be a dict or None, got {type(extra).__name__}")
+    step = non_negative_int("step", step)
+    if extra is not None:
+        instance("extra", extra, Mapping, "a dict or None")
     _check_plain(dict(extra or {}), "extra")
     device = model_device(model, default=torch.device("cpu"))
     payload = {
@@ -177,13 +176,13 @@ def _class_name(obj: object) -> str | None:
     return None if obj is None else type(obj).__qualname__
 
 
-def _check_objects(model: object, optimizer: object, scaler: object, scheduler: object) -> None:
-    if not isinstance(model, nn.Module):
-        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
-        raise ValueError(f"optimizer must be a torch.optim.Optimizer or None, got {type(optimizer).__name__}")
-    if scaler is not None and not isinstance(scaler, torch.amp.GradScaler):
-        raise ValueError(f"scaler must be a torch.amp.GradScaler or None, got {type(scaler).__name__}")
+def _check_objects(model: "nn.Module", optimizer: "torch.optim.Optimizer | None", scaler: object,
+                   scheduler: object) -> None:
+    module("model", model)
+    if optimizer is not None:
+        instance("optimizer", optimizer, torch.optim.Optimizer, "a torch.optim.Optimizer or None")
+    if scaler is not None:
+        instance("scaler", scaler, torch.amp.GradScaler, "a torch.amp.GradScaler or None")
     if scheduler is not None and (isinstance(scheduler, type) or not (
             hasattr(scheduler, "state_dict") and hasattr(scheduler, "load_state_dict"))):
         raise ValueError(f"scheduler must be an LR scheduler (with state_dict/load_state_dict) or None, "

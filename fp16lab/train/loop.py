@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from fp16lab.checks import positive_float, positive_int
+from fp16lab.checks import positive_float, positive_int, sequence_of
 from fp16lab.device import model_device
 from fp16lab.precision import Precision, check_precision_supported, precision_context
 from fp16lab.train.callbacks import (
@@ -226,11 +226,8 @@ def _check_callbacks(callbacks: object) -> list[Callback]:
     """The callbacks, sorted by ``order``; fit's own guard unless a DivergenceGuard is given; None: a bar."""
     if callbacks is None:
         given: list[Callback] = [ProgressBar()]
-    elif isinstance(callbacks, (str, bytes, Callback)) or not isinstance(callbacks, Sequence):
-        raise TypeError(f"callbacks must be a list of fp16lab.train callbacks (e.g. [Evaluate(loader)]) or None; "
-                        f"got {callbacks!r:.80}")
     else:
-        given = list(callbacks)
+        given = sequence_of("callbacks", callbacks, example="[Evaluate(loader)] (or None)", allow_empty=True)
     for i, cb in enumerate(given):
         if not isinstance(cb, Callback):
             raise TypeError(f"callbacks[{i}] must be an fp16lab.train.Callback (Evaluate, Checkpoint, Schedule, "

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fp16lab.checks import boolean, function, optimizer_holds, positive_float
+from fp16lab.checks import boolean, function, instance, module, optimizer_holds, positive_float, sequence_of
 from fp16lab.device import model_device, resolve_device, resolve_model_device
 from fp16lab.precision import Precision, autocast, parse_precision
 
@@ -91,12 +91,10 @@ def check_scheduler_drives(scheduler: object, optimizer: object) -> None:
 
 
 def _check_core(model: object, optimizer: object, scaler: object) -> list[torch.nn.Parameter]:
-    if not isinstance(model, nn.Module):
-        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    if not isinstance(optimizer, torch.optim.Optimizer):
-        raise ValueError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
-    if scaler is not None and not isinstance(scaler, torch.amp.GradScaler):
-        raise ValueError(f"scaler must be a torch.amp.GradScaler or None, got {type(scaler).__name__}")
+    module("model", model)
+    instance("optimizer", optimizer, torch.optim.Optimizer, "a torch.optim.Optimizer")
+    if scaler is not None:
+        instance("scaler", scaler, torch.amp.GradScaler, "a torch.amp.GradScaler or None")
     return optimizer_holds(model, optimizer)  # the one check, shared with every helper that takes both
 
 
@@ -372,16 +370,11 @@ def train_step(
     scaled gradients over the scale (exact: a power of two), so a fused optimizer
     (``Adam(fused=True)``) still takes GradScaler's path without a host sync.
     """
-    if not isinstance(model, nn.Module):
-        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    if not isinstance(optimizer, torch.optim.Optimizer):
-        raise ValueError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
+    module("model", model)
+    instance("optimizer", optimizer, torch.optim.Optimizer, "a torch.optim.Optimizer")
     params, trainable = _scan(model, optimizer)
-    if not isinstance(scaler, torch.amp.GradScaler):
-        raise ValueError(f"scaler must be a torch.amp.GradScaler, got {type(scaler).__name__}")
-    if not isinstance(batches, Sequence) or isinstance(batches, (str, bytes)) or len(batches) == 0:
-        raise ValueError(f"batches must be a non-empty list of (inputs, targets) micro-batches, got {batches!r:.80}: "
-                         "pass a list, e.g. [(x, y)]")
+    instance("scaler", scaler, torch.amp.GradScaler, "a torch.amp.GradScaler (make_scaler(precision, device))")
+    batches = sequence_of("batches", batches, example="[(x, y)] (one (inputs, targets) pair per micro-batch)")
     p = parse_precision(precision)
     _check_scaler_fits(scaler, p)
     _check_scheduler(scheduler, optimizer)
@@ -410,8 +403,7 @@ def evaluate(
     (it must average over the batch). Returns ``{"val_loss", "val_accuracy"}`` (accuracy
     NaN when not classification); restores the model's train/eval mode afterwards.
     """
-    if not isinstance(model, nn.Module):
-        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    module("model", model)
     _check_loader("loader", loader)
     dev = resolve_device(device) if device is not None else model_device(model, default=torch.device("cpu"))
     return _evaluate(model, loader, parse_precision(precision), dev,

@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from fp16lab.checks import positive_float, positive_int
+from fp16lab.checks import instance, positive_float, positive_int, sequence_of, text
 from fp16lab.labs.benchmark.configs import COMPILED, RECOMMENDED, TRAIN_STEP, ModelArg, ModelSpec, parse_model
 
 __all__ = [
@@ -33,9 +33,7 @@ __all__ = [
     "TARGETS",
     "ratio_values",
     "summarise",
-    "verdict",
     "targets_table",
-    "check_frame",
 ]
 
 FLOP_METHOD = (
@@ -89,7 +87,7 @@ def add_mfu(frame: pd.DataFrame, flops_per_image: float, peak_tflops: float | No
     ``flops_per_image`` is per image per step (``model_flops(...)['train']`` for training).
     ``peak_tflops=None`` (a CPU, or a GPU not in the peak table) gives NaN MFU.
     """
-    check_frame("frame", frame, ("img_per_s",))
+    _check_frame("frame", frame, ("img_per_s",))
     flops = positive_float("flops_per_image", flops_per_image)
     peak = math.nan if peak_tflops is None else positive_float("peak_tflops", peak_tflops)
     out = frame.copy()
@@ -126,8 +124,10 @@ TARGETS: tuple[Target, ...] = (
 """The targets on the H200 (ResNet-50 training at batch 256, Adam, synthetic data)."""
 
 
-def check_frame(name: str, frame: object, columns: Sequence[str]) -> pd.DataFrame:
-    """``frame`` when it is a DataFrame of benchmark rows: empty, or with every one of ``columns``."""
+def _check_frame(name: str, frame: object, columns: Sequence[str]) -> pd.DataFrame:
+    """``frame`` when it is a DataFrame of benchmark rows: empty, or with every one of ``columns``.
+
+    The tables' own check of their ``frame`` argument (``name`` and ``columns`` are theirs, not a user's)."""
     if not isinstance(frame, pd.DataFrame):
         raise ValueError(f"{name} must be a pandas DataFrame of benchmark rows (BenchResult.frame), "
                          f"got {type(frame).__name__}")
@@ -151,9 +151,22 @@ def ratio_values(
     """The ratio per interleaved round (when both were repeated), else the single-run ratio.
 
     Returns ``(values, source)``: ``source`` is ``'interleaved rounds'``, ``'single runs'`` or
-    ``''`` (no value: a configuration is missing, failed or was skipped).
+    ``''`` (no value: a configuration is missing, failed or was skipped). ``quantity`` is a column
+    of ``frame`` (``'img_per_s'``, ``'peak_mem_gb'``, ...); ``batch=None`` takes every batch size.
     """
-    return _Ratios(frame, batch).values(numerator, denominator, quantity)
+    f, num, den, q, b = _ratio_args(frame, numerator, denominator, quantity, batch)
+    return _Ratios(f, b).values(num, den, q)
+
+
+def _ratio_args(frame: object, numerator: object, denominator: object, quantity: object,
+                batch: object) -> tuple[pd.DataFrame, str, str, str, int | None]:
+    """:func:`ratio_values`' arguments, checked once: names are strings, ``quantity`` a column of the rows."""
+    num, den, q = text("numerator", numerator), text("denominator", denominator), text("quantity", quantity)
+    b = None if batch is None else positive_int("batch", batch)
+    return _check_frame("frame", frame, (*_RATIO_COLUMNS, q)), num, den, q, b
+
+
+_RATIO_COLUMNS = ("config", "status", "batch_size", "img_per_s")  # what a ratio reads besides its quantity
 
 
 class _Ratios:
@@ -189,7 +202,7 @@ def summarise(values: Sequence[float]) -> tuple[float, float, int]:
     return med, max(abs(v - med) for v in values), len(values)
 
 
-def verdict(median: float, spread: float, op: str, goal: float) -> str:
+def _verdict(median: float, spread: float, op: str, goal: float) -> str:
     """``'met'``, ``'within noise'`` (missed by no more than the spread), ``'missed'`` or ``'not measured'``."""
     if median != median:
         return "not measured"
@@ -206,10 +219,9 @@ def targets_table(
 
     ``batch=None`` uses the first comparison batch size in ``frame`` (the targets are at 256).
     """
-    check_frame("frame", frame, ("config", "status", "batch_size"))
-    if isinstance(targets, Target) or not isinstance(targets, Sequence) or not targets \
-            or not all(isinstance(t, Target) for t in targets):
-        raise ValueError(f"targets must be a non-empty list of Target (default TARGETS), got {targets!r:.80}")
+    _check_frame("frame", frame, ("config", "status", "batch_size"))
+    targets = sequence_of("targets", targets, example="[TARGETS[0]] (default TARGETS)",
+                          item=lambda name, t: instance(name, t, Target, "a Target (see TARGETS)"))
     if batch is not None:
         batch = positive_int("batch", batch)
     if batch is None and not frame.empty and "batch_size" in frame:
@@ -222,9 +234,9 @@ def targets_table(
         med, spread, n = summarise(values)
         rows.append({
             "target": t.name, "goal": f"{t.op} {t.goal:g}", "median": med, "spread": spread, "n": n,
-            "source": source, "verdict": verdict(med, spread, t.op, t.goal),
+            "source": source, "verdict": _verdict(med, spread, t.op, t.goal),
             "stretch": "" if t.stretch is None else f"{t.op} {t.stretch:g}",
-            "stretch verdict": "" if t.stretch is None else verdict(med, spread, t.op, t.stretch),
+            "stretch verdict": "" if t.stretch is None else _verdict(med, spread, t.op, t.stretch),
             "values": [round(v, 4) for v in values], "batch": batch,
         })
     return pd.DataFrame(rows)

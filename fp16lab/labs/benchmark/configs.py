@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from fp16lab.checks import boolean, instance, non_negative_int, one_of, positive_int
+from fp16lab.checks import boolean, distinct, instance, non_negative_int, one_of, positive_int, sequence_of
 from fp16lab.course.runtime.quick import pick
 from fp16lab.device import parse_device
 from fp16lab.precision import Precision, parse_precision
@@ -364,22 +364,21 @@ def parse_model(model: object) -> ModelSpec:
 
 
 def parse_configs(configs: Iterable[object], *, name: str = "configs") -> list[BenchConfig]:
-    """Each entry as a :class:`BenchConfig` (a name from :data:`CONFIGS`, or a config object); no repeats."""
-    if isinstance(configs, (str, bytes, BenchConfig)) or not isinstance(configs, Iterable):
-        raise ValueError(f"{name} must be a list of configuration names or BenchConfigs, got {configs!r:.80} "
-                         f"(one configuration: [{configs!r:.40}])")
-    out: list[BenchConfig] = []
-    for c in configs:
-        if isinstance(c, BenchConfig):
-            out.append(c)
-        elif isinstance(c, str) and c in CONFIGS:
-            out.append(CONFIGS[c])
-        else:
-            raise ValueError(f"{name}: unknown configuration {c!r}; allowed: {', '.join(CONFIGS)} or a BenchConfig")
-    names = [c.name for c in out]
-    if len(set(names)) != len(names):
-        raise ValueError(f"{name} repeat a name: {names!r}; interleaved repeats are asked for with repeat=/--repeat")
-    return out
+    """Each entry as a :class:`BenchConfig` (a name from :data:`CONFIGS`, or a config object); no repeats.
+
+    ``name`` is the argument's name in the messages (``run_benchmark`` checks several lists).
+    An empty list is an empty answer: which lists may be empty is the caller's rule.
+    """
+    out = sequence_of(name, configs, example="['fp16_cl_fused']", item=_config, allow_empty=True)
+    return distinct(name, out, key=lambda c: c.name)
+
+
+def _config(label: str, entry: object) -> BenchConfig:
+    """One entry of a configuration list: a :class:`BenchConfig`, or the name of one in :data:`CONFIGS`."""
+    if isinstance(entry, BenchConfig):
+        return entry
+    instance(label, entry, str, "a configuration name (str) or a BenchConfig")
+    return CONFIGS[one_of(label, entry, tuple(CONFIGS))]
 
 
 def unsupported_reason(cfg: BenchConfig, device: torch.device) -> str | None:
@@ -403,14 +402,9 @@ def unsupported_reason(cfg: BenchConfig, device: torch.device) -> str | None:
 def validate_batch_sizes(batch_sizes: Sequence[object], *, name: str = "batch_sizes",
                          allow_empty: bool = False) -> list[int]:
     """Batch sizes as a list of distinct positive ints (bools refused), non-empty unless ``allow_empty``."""
-    if isinstance(batch_sizes, (str, bytes)) or not isinstance(batch_sizes, Sequence):
-        raise ValueError(f"{name} must be a list of positive ints, got {batch_sizes!r}")
-    out = [positive_int(f"{name} entry", b) for b in batch_sizes]
-    if not out and not allow_empty:
-        raise ValueError(f"{name}: no batch sizes given; pass at least one positive int, e.g. [256]")
-    if len(set(out)) != len(out):
-        raise ValueError(f"{name} repeat a batch size: {out!r}; each is measured once (use rounds= for repeats)")
-    return out
+    boolean("allow_empty", allow_empty)
+    sizes = sequence_of(name, batch_sizes, example="[256]", item=positive_int, allow_empty=allow_empty)
+    return distinct(name, sizes)
 
 
 def validate_output(path: "str | os.PathLike[str]") -> Path:

@@ -26,18 +26,18 @@ from typing import Any
 import torch
 
 from fp16lab.checks import instance, one_of, positive_int
-from fp16lab.device import choose_device, free_memory, is_oom, synchronize
+from fp16lab.device import choose_device, free_memory, is_oom, parse_device, synchronize
 from fp16lab.labs.benchmark.configs import (
     TASKS,
     BenchConfig,
     BenchSettings,
     ModelArg,
     ModelSpec,
-    parse_configs,
+    _config,
     parse_model,
     unsupported_reason,
 )
-from fp16lab.labs.benchmark.steps import Runner, build_runner
+from fp16lab.labs.benchmark.steps import Runner, _build_runner
 from fp16lab.precision import tf32_flags, tf32_state
 from fp16lab.timing import time_windows
 
@@ -46,11 +46,8 @@ __all__ = [
     "Opener",
     "CompileTimeout",
     "bench_one",
-    "settings_row",
-    "finish_row",
     "time_box",
     "attempt",
-    "describe",
     "release",
     "skipped_row",
     "measure_single",
@@ -61,7 +58,7 @@ class CompileTimeout(Exception):
     """A configuration was not built, compiled and warmed up within its time box."""
 
 
-def settings_row(spec: ModelSpec, cfg: BenchConfig, batch: int, s: BenchSettings, task: str,
+def _settings_row(spec: ModelSpec, cfg: BenchConfig, batch: int, s: BenchSettings, task: str,
                  dev: torch.device) -> dict[str, Any]:
     """A result row before measuring: the settings asked for, and NaN where numbers will go."""
     nan = float("nan")
@@ -83,7 +80,7 @@ def settings_row(spec: ModelSpec, cfg: BenchConfig, batch: int, s: BenchSettings
     }
 
 
-def finish_row(row: dict[str, Any], secs: list[float], batch: int, steps: int) -> dict[str, Any]:
+def _finish_row(row: dict[str, Any], secs: list[float], batch: int, steps: int) -> dict[str, Any]:
     """Fill ``row`` from window times: images/s per window = batch * steps / seconds; their median."""
     rates = [batch * steps / t for t in secs]
     med = statistics.median(rates)
@@ -121,6 +118,17 @@ def _compile_counters() -> dict[str, int]:
         return {}
 
 
+def _session_args(spec: ModelSpec, cfg: BenchConfig, batch: int, s: BenchSettings, task: str,
+                  dev: "torch.device | str") -> tuple[ModelSpec, BenchConfig, int, BenchSettings, str, torch.device]:
+    """A :class:`Session`'s arguments, checked once: what :func:`bench_one` and ``run_benchmark`` pass."""
+    return (instance("spec", spec, ModelSpec, "a ModelSpec (parse_model('resnet50') builds one)"),
+            instance("cfg", cfg, BenchConfig, "a BenchConfig (e.g. CONFIGS['fp16_cl_fused'])"),
+            positive_int("batch", batch),
+            instance("s", s, BenchSettings, "a BenchSettings (default_settings() builds one)"),
+            one_of("task", task, TASKS),
+            parse_device(dev, name="dev"))
+
+
 class Session:
     """One configuration built on the device and warmed up, ready to time windows of steps.
 
@@ -132,8 +140,8 @@ class Session:
 
     def __init__(self, spec: ModelSpec, cfg: BenchConfig, batch: int, s: BenchSettings, task: str,
                  dev: torch.device) -> None:
-        self.spec, self.cfg, self.batch, self.s, self.task, self.dev = spec, cfg, batch, s, task, dev
-        self.row = settings_row(spec, cfg, batch, s, task, dev)
+        self.spec, self.cfg, self.batch, self.s, self.task, self.dev = _session_args(spec, cfg, batch, s, task, dev)
+        self.row = _settings_row(self.spec, self.cfg, self.batch, self.s, self.task, self.dev)
         self.steps = 0
         self._run: Runner | None = None
         self._warnings: set[str] = set()
@@ -160,7 +168,7 @@ class Session:
             row.update(tf32_matmul=st["matmul"] == "tf32", tf32_cudnn=st["cudnn_conv"] == "tf32",
                        cudnn_benchmark=torch.backends.cudnn.benchmark, cpu_threads=torch.get_num_threads())
             t0 = time.perf_counter()
-            self._run, net = build_runner(self.spec, self.cfg, self.batch, s, self.task, dev)
+            self._run, net = _build_runner(self.spec, self.cfg, self.batch, s, self.task, dev)
             row["model_class"] = type(net).__name__
             del net
             self._run(1)
@@ -245,7 +253,7 @@ def attempt(session: Session, action: Callable[[], None], *, reset: bool = True)
         return True
     except Exception as e:  # reported in the row; the run goes on (Ctrl-C is not an Exception)
         status = "OOM" if is_oom(e) else "timeout" if _timed_out(e) else "error"
-        session.row.update(status=status, error=describe(e))
+        session.row.update(status=status, error=_describe(e))
         print(f"bench: {session.cfg.name} at batch {session.batch}: {status}: {session.row['error']}", file=sys.stderr)
     session.close()
     release(session.dev, session.cfg.compile and reset)
@@ -264,7 +272,7 @@ def _timed_out(e: BaseException) -> bool:
     return False
 
 
-def describe(e: BaseException) -> str:
+def _describe(e: BaseException) -> str:
     """``Type: first line`` of an exception, and of the one it was raised while handling (a failed
     CUDA-graph capture raises again when the capture is closed: the first error is the cause)."""
 
@@ -309,7 +317,7 @@ def measure_single(session: Session, timeout: float | None = None) -> dict[str, 
 
     if not attempt(session, action):
         return session.row
-    row = finish_row(session.close(), secs, session.batch, session.s.steps)
+    row = _finish_row(session.close(), secs, session.batch, session.s.steps)
     release(session.dev, session.cfg.compile)
     return row
 
@@ -338,7 +346,7 @@ def bench_one(
     from fp16lab.labs.benchmark.configs import default_settings
 
     spec = parse_model(model)
-    cfg = parse_configs([config], name="config")[0]
+    cfg = _config("config", config)
     b = positive_int("batch_size", batch_size)
     one_of("task", task, TASKS)
     s = default_settings() if settings is None else instance("settings", settings, BenchSettings, "a BenchSettings")

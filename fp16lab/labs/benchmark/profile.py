@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from fp16lab.checks import instance, positive_float, positive_int, sequence_of, text
 from fp16lab.timing import KINDS, gpu_kernels, kernel_kind
 
 __all__ = ["IDLE", "KINDS", "kernel_kind", "breakdown", "profile_steps"]  # KINDS, kernel_kind: from fp16lab.timing
@@ -29,8 +30,12 @@ def breakdown(kernels: Iterable[tuple[str, float]], steps: int, step_ms: float) 
     time measured without the profiler. The last row, :data:`IDLE`, is what the kernels leave of
     the step (never below zero).
     """
+    rows_in = sequence_of("kernels", kernels, example="[('sm90_xmma_gemm_f16f16', 120.0)]", item=_kernel,
+                          allow_empty=True)
+    steps = positive_int("steps", steps)
+    step_ms = positive_float("step_ms", step_ms)
     per: dict[str, float] = {}
-    for name, us in kernels:
+    for name, us in rows_in:
         kind = kernel_kind(name)
         per[kind] = per.get(kind, 0.0) + us / 1e3 / steps
     rows = [{"kind": k, "ms_per_step": v} for k, v in sorted(per.items(), key=lambda kv: -kv[1])]
@@ -39,6 +44,14 @@ def breakdown(kernels: Iterable[tuple[str, float]], steps: int, step_ms: float) 
     out = pd.DataFrame(rows)
     out["share_of_step"] = out["ms_per_step"] / step_ms
     return out
+
+
+def _kernel(label: str, entry: object) -> tuple[str, float]:
+    """One ``(kernel name, microseconds)`` pair of :func:`breakdown`'s ``kernels``."""
+    pair: Any = instance(label, entry, (tuple, list), "a (kernel name, microseconds) pair")
+    if len(pair) != 2:
+        raise ValueError(f"{label} must be a (kernel name, microseconds) pair, got {len(pair)} entries: {pair!r:.80}")
+    return text(f"{label}[0]", pair[0]), positive_float(f"{label}[1]", pair[1], allow_zero=True)
 
 
 def profile_steps(session: Any, steps: int = 5) -> list[tuple[str, float]]:

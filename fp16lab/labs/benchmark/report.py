@@ -10,9 +10,10 @@ from typing import Any
 
 import pandas as pd
 
-from fp16lab.checks import instance, one_of, positive_int
+from fp16lab.checks import existing_path, instance, one_of, positive_int, text
+from fp16lab.checks import path as _path
 from fp16lab.course.runtime.results import load_results, save_results
-from fp16lab.labs.benchmark.analysis import check_frame, ratio_values, summarise, targets_table
+from fp16lab.labs.benchmark.analysis import _check_frame, ratio_values, summarise, targets_table
 from fp16lab.labs.benchmark.configs import (
     ARTICLE_CLAIM,
     COMPILE_MODES,
@@ -174,7 +175,7 @@ def comparison_table(frame: pd.DataFrame, part: str = "comparison") -> pd.DataFr
     end of its first step (torch.compile compiles there, cuDNN autotunes). Rows that did not run
     show their status ('OOM', 'error', 'timeout', 'skipped') in ``img/s`` and why in ``note``.
     """
-    check_frame("frame", frame, _ROW_COLUMNS)
+    _check_frame("frame", frame, _ROW_COLUMNS)
     one_of("part", part, ("comparison", "sweep", "explore"))
     cols = ["config", "label", "batch", "img/s", "spread", "MFU", "GB", "first step s", "x_article",
             "x_fp32_default", "note"]
@@ -220,7 +221,7 @@ def compile_modes_table(frame: pd.DataFrame) -> pd.DataFrame:
     with its spread and number of values, the ratio over the default mode, and the first step's
     seconds (the compile). Empty when the run tried no other mode.
     """
-    check_frame("frame", frame, _ROW_COLUMNS)
+    _check_frame("frame", frame, _ROW_COLUMNS)
     cols = ["mode", "config", "status", "img/s", "x_article", "spread", "n", "x_default_mode", "first step s", "note"]
     names = {"default": COMPILED, **COMPILE_MODES}
     comp = frame[frame["part"] == "comparison"] if "part" in frame else frame
@@ -298,13 +299,7 @@ def side_by_side(
     loop); ``batch=None`` uses each run's first comparison batch size. A configuration the run
     lacks (or that did not run) gives NaN. ``recipe`` is the recommended recipe's images/s.
     """
-    for name in (fp32, half):
-        one_of("fp32/half", name, list(CONFIGS))
-    if not isinstance(results, dict) or not all(isinstance(k, str) and isinstance(v, BenchResult)
-                                                for k, v in results.items()):
-        raise ValueError(f"results must be a dict of source name -> BenchResult, got {results!r:.80}")
-    if batch is not None:
-        batch = positive_int("batch", batch)
+    batch = _side_args(results, fp32, half, batch)
     a32, a16 = ARTICLE_CLAIM["rows"]
     rows = [{
         "source": "the article (cited)", "gpu": ARTICLE_CLAIM["gpu"], "date": "", "batch": math.nan,
@@ -315,6 +310,17 @@ def side_by_side(
     for source, res in results.items():
         rows.append(_side_row(source, res, fp32, half, batch))
     return pd.DataFrame(rows)
+
+
+def _side_args(results: object, fp32: object, half: object, batch: object) -> int | None:
+    """:func:`side_by_side`'s arguments, checked once; ``batch`` parsed (None: each run's first)."""
+    one_of("fp32", fp32, tuple(CONFIGS))
+    one_of("half", half, tuple(CONFIGS))
+    instance("results", results, dict, "a dict of source name -> BenchResult")
+    for source, res in results.items():  # type: ignore[attr-defined]
+        text("results key", source)
+        instance(f"results[{source!r}]", res, BenchResult, "a BenchResult (BenchResult.load(path))")
+    return None if batch is None else positive_int("batch", batch)
 
 
 def _side_row(source: str, res: BenchResult, fp32: str, half: str, batch: int | None) -> dict[str, Any]:
@@ -346,9 +352,9 @@ def plot_results(frame: pd.DataFrame, path: "str | os.PathLike[str] | None" = No
     """
     import matplotlib.pyplot as plt
 
-    check_frame("frame", frame, _ROW_COLUMNS)
+    _check_frame("frame", frame, _ROW_COLUMNS)
     if path is not None:
-        out = Path(instance("path", path, (str, os.PathLike), "a file path (str or pathlib.Path) or None"))
+        out = _path("path", path)
         if out.is_dir() or not out.parent.is_dir():
             raise ValueError(f"path {str(out)!r} must be a file in an existing folder")
     instance("title", title, str, "a string")
@@ -396,16 +402,17 @@ def readme_section(results: "str | os.PathLike[str]", png: "str | os.PathLike[st
     """
     import matplotlib.pyplot as plt
 
-    res = BenchResult.load(results)
+    source = existing_path("results", results, kind="file")
+    png_path = _path("png", png) if png is not None else source.with_suffix(".png")
+    res = BenchResult.load(source)
     m, b = res.metadata, res.metadata.get("benchmark", {})
-    png_path = Path(png) if png is not None else Path(results).with_suffix(".png")
     plt.close(plot_results(res.frame, png_path, title=f"{b.get('model', '')} training, {m.get('device')}, {m.get('date')}"))
     rounds = f"{b['rounds']} interleaved rounds for the repeated rows; " if b.get("rounds") else ""
     lines = [
         f"**{b.get('model', 'model')} training on {m.get('device')}** "
         f"({m.get('date')}, torch {m.get('torch')}, CUDA {m.get('cuda')}, cuDNN {m.get('cudnn')}; "
         f"synthetic data, Adam; {rounds}{b.get('windows')} timed windows of {b.get('steps')} steps, median; "
-        f"MFU over the chip's dense FP16 peak). Source: `{Path(results).as_posix()}`.",
+        f"MFU over the chip's dense FP16 peak). Source: `{source.as_posix()}`.",
         "",
         "| configuration | batch | images/s | MFU | peak GB | first step s | × article's loop | × default FP32 |",
         "|---|---|---|---|---|---|---|---|",

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from fp16lab.checks import boolean, instance, one_of, positive_float, positive_int
+from fp16lab.checks import boolean, distinct, instance, one_of, positive_float, positive_int, sequence_of
 from fp16lab.course.runtime.results import _metadata_json
 from fp16lab.device import choose_device, free_memory
 from fp16lab.labs.benchmark.analysis import FLOP_METHOD, add_mfu, model_flops, targets_table
@@ -40,9 +40,9 @@ from fp16lab.labs.benchmark.configs import (
 from fp16lab.labs.benchmark.measure import (
     Opener,
     Session,
+    _describe,
+    _finish_row,
     attempt,
-    describe,
-    finish_row,
     measure_single,
     release,
     skipped_row,
@@ -101,9 +101,8 @@ def _optional_seconds(name: str, value: object) -> float | None:
 def _filter(cfgs: list[BenchConfig], precisions: Sequence[str] | None) -> list[BenchConfig]:
     if precisions is None:
         return cfgs
-    if isinstance(precisions, (str, bytes)) or not isinstance(precisions, Sequence):
-        raise ValueError(f"precisions must be a list of precision names such as ['fp16', 'bf16'], got {precisions!r}")
-    keep = {parse_precision(p, name="precisions") for p in precisions}
+    keep = set(sequence_of("precisions", precisions, example="['fp16', 'bf16']",
+                           item=lambda name, p: parse_precision(p, name=name)))
     out = [c for c in cfgs if c.precision in keep]
     if not out:
         raise ValueError(
@@ -115,14 +114,9 @@ def _filter(cfgs: list[BenchConfig], precisions: Sequence[str] | None) -> list[B
 
 def compile_modes_arg(compile_modes: object) -> tuple[str, ...]:
     """``compile_modes`` as a tuple of :data:`~fp16lab.labs.benchmark.configs.COMPILE_MODES` keys, no repeats."""
-    if isinstance(compile_modes, (str, bytes)) or not isinstance(compile_modes, Sequence):
-        raise ValueError(f"compile_modes must be a list of torch.compile modes from {list(COMPILE_MODES)!r}, "
-                         f"got {compile_modes!r:.80}")
-    for m in compile_modes:
-        one_of("compile_modes entry", m, tuple(COMPILE_MODES))
-    if len(set(compile_modes)) != len(compile_modes):
-        raise ValueError(f"compile_modes repeat a mode: {list(compile_modes)!r}")
-    return tuple(compile_modes)
+    modes = sequence_of("compile_modes", compile_modes, example=f"[{next(iter(COMPILE_MODES))!r}]", allow_empty=True,
+                        item=lambda name, m: one_of(name, m, tuple(COMPILE_MODES)))
+    return tuple(distinct("compile_modes", modes))
 
 
 def _with_modes(cfgs: list[BenchConfig], rep: list[BenchConfig], modes: tuple[str, ...],
@@ -350,7 +344,7 @@ class _Runner:
             table = breakdown(profile_steps(sess), 5, step_ms)
             store[sess.cfg.name] = [{k: _clean(v) for k, v in r.items()} for r in table.to_dict("records")]
         except Exception as e:  # a profile is extra: its failure is recorded, the run goes on
-            store[sess.cfg.name] = [{"kind": "error", "error": describe(e)}]
+            store[sess.cfg.name] = [{"kind": "error", "error": _describe(e)}]
 
     def _open(self, sess: Session) -> None:
         with time_box(self.timeout(sess.cfg) if sess.cfg.compile else None, sess.cfg.name):
@@ -366,7 +360,7 @@ class _Runner:
         if not attempt(sess, one, reset=False):
             return False
         times.append(secs)
-        self.add(finish_row(dict(sess.row), secs, sess.batch, self.plan.settings.steps), "repeat", r)
+        self.add(_finish_row(dict(sess.row), secs, sess.batch, self.plan.settings.steps), "repeat", r)
         return True
 
     def run(self) -> BenchResult:

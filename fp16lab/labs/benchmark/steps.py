@@ -1,7 +1,8 @@
 """How each configuration's step is built: the article's loop verbatim, the hand-written
 current-API step, fp16lab's ``train_step``, ``torch.compile`` and whole-step CUDA-graph capture.
 
-:func:`build_runner` returns a function ``run(n)`` that runs ``n`` steps on one synthetic,
+:func:`_build_runner` (what a :class:`~fp16lab.labs.benchmark.measure.Session` opens, its
+arguments checked there) returns a function ``run(n)`` that runs ``n`` steps on one synthetic,
 device-resident batch; the model, optimizer and data live as long as that function does.
 """
 
@@ -17,7 +18,7 @@ from torch import nn
 from fp16lab.labs.benchmark.configs import BenchConfig, BenchSettings, ModelSpec
 from fp16lab.precision import Precision, autocast
 
-__all__ = ["article_scaler", "article_loop", "build_runner", "capture_step"]
+__all__ = ["article_scaler", "article_loop", "capture_step"]
 
 Runner = Callable[[int], None]
 
@@ -111,7 +112,7 @@ def _data(batch: int, s: BenchSettings, cfg: BenchConfig, dev: torch.device) -> 
     return x, y
 
 
-def build_runner(
+def _build_runner(
     spec: ModelSpec, cfg: BenchConfig, batch: int, s: BenchSettings, task: str, dev: torch.device
 ) -> tuple[Runner, nn.Module]:
     """Model, optimizer, scaler and one synthetic batch on ``dev``; returns ``(run, model)``.

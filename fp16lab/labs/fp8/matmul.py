@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from fp16lab.checks import boolean, non_negative_int, one_of, positive_float, positive_int
+from fp16lab.checks import boolean, non_negative_int, one_of, positive_float, positive_int, sequence_of
 from fp16lab.device import parse_device, resolve_device
 from fp16lab.hardware import gpu_facts
 from fp16lab.labs.fp8.scaling import quantize
@@ -275,11 +275,7 @@ def fp8_matmul_sweep(
     from tqdm.auto import tqdm
 
     dev = resolve_device(device)
-    if isinstance(shapes, (str, bytes)) or not isinstance(shapes, Iterable):
-        raise ValueError(f"shapes must be a list of ints n (n×n×n) or tuples (m, n, k), got {shapes!r}")
-    shape_list = [_shape(s) for s in shapes]
-    if not shape_list:
-        raise ValueError("shapes is empty; give at least one int n or (m, n, k)")
+    shape_list = sequence_of("shapes", shapes, example="[4096, (4096, 4096, 8192)]", item=_shape)
     cfgs = _configs(configs)
     positive_float("min_run_time", min_run_time)
     boolean("progress", progress)
@@ -309,16 +305,19 @@ def fp8_matmul_sweep(
 
 
 def _configs(configs: object) -> list[tuple[str, bool]]:
-    pairs = list(configs) if isinstance(configs, (tuple, list)) else None
-    if not pairs or any(not isinstance(c, (tuple, list)) or len(c) != 2 for c in pairs):
-        raise ValueError(f"configs must be a non-empty list of (scaling, use_fast_accum) pairs such as "
-                         f"[('tensorwise', False)], got {configs!r}")
-    return [(one_of("scaling", sc, SCALINGS), boolean("use_fast_accum", f)) for sc, f in pairs]
+    return sequence_of("configs", configs, example="[('tensorwise', False)]", item=_config)
 
 
-def _shape(s: object) -> tuple[int, int, int]:
+def _config(name: str, c: object) -> tuple[str, bool]:
+    """One ``(scaling, use_fast_accum)`` pair of ``configs``."""
+    if not isinstance(c, (tuple, list)) or len(c) != 2:
+        raise ValueError(f"{name} must be a (scaling, use_fast_accum) pair such as ('tensorwise', False), got {c!r}")
+    return one_of(f"{name} scaling", c[0], SCALINGS), boolean(f"{name} use_fast_accum", c[1])
+
+
+def _shape(name: str, s: object) -> tuple[int, int, int]:
     if isinstance(s, numbers.Integral) and not isinstance(s, bool):
         s = (s, s, s)
     if not isinstance(s, (tuple, list)) or len(s) != 3:
-        raise ValueError(f"a shape is an int n (for n×n×n) or a tuple (m, n, k); got {s!r}")
-    return positive_int("m", s[0]), positive_int("n", s[1]), positive_int("k", s[2])
+        raise ValueError(f"{name}: a shape is an int n (for n×n×n) or a tuple (m, n, k); got {s!r}")
+    return positive_int(f"{name} m", s[0]), positive_int(f"{name} n", s[1]), positive_int(f"{name} k", s[2])

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from fp16lab.checks import boolean, distinct, one_of, values_readable
+from fp16lab.checks import boolean, distinct, one_of, sequence_of, values_readable
 from fp16lab.numerics import format_info, parse_format
 
 __all__ = ["FP8_FORMATS", "GRANULARITIES", "Quantized", "amax_scale", "quantize", "quantization_error", "scaling_table"]
@@ -53,10 +53,7 @@ def _float_tensor(name: str, x: object) -> torch.Tensor:
 
 
 def _names(name: str, values: object, allowed: "Sequence[str]", parse: "Callable[[object], str]") -> list[str]:
-    if isinstance(values, str) or not isinstance(values, (tuple, list)) or not values:
-        raise ValueError(f"{name} must be a non-empty list of names from {', '.join(map(repr, allowed))}, "
-                         f"got {values!r}")
-    return distinct(name, [parse(v) for v in values])
+    return distinct(name, sequence_of(name, values, example=f"[{allowed[0]!r}]", item=lambda _, v: parse(v)))
 
 
 def _what(x: object) -> str:

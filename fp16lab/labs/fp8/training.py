@@ -20,6 +20,7 @@ from torch import nn
 
 from fp16lab.checks import (
     boolean,
+    distinct,
     instance,
     non_negative_int,
     one_of,
@@ -183,12 +184,7 @@ def fp8_curves(
 
 
 def _seeds(seeds: object) -> list[int]:
-    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, (tuple, list, range)):
-        raise ValueError(f"seeds must be a list of ints such as (0, 1, 2), got {seeds!r}")
-    out = [non_negative_int(f"seeds[{i}]", s) for i, s in enumerate(seeds)]
-    if not out or len(set(out)) != len(out):
-        raise ValueError(f"seeds must be distinct ints, at least one, got {list(seeds)!r}")
-    return out
+    return distinct("seeds", sequence_of("seeds", seeds, example="[0, 1, 2]", item=non_negative_int))
 
 
 def _throughput_row(make_model: ModelFactory, recipe: str | None, module_filter: Any, compiled: bool,
@@ -307,11 +303,7 @@ def linear_speed(
     """
     from tqdm.auto import tqdm
 
-    if isinstance(sizes, str) or not isinstance(sizes, (tuple, list)):
-        raise ValueError(f"sizes must be a list of layer widths such as (512, 1024, 4096), got {sizes!r}")
-    size_list = [positive_int(f"sizes[{i}]", s) for i, s in enumerate(sizes)]
-    if not size_list:
-        raise ValueError("sizes is empty; give layer widths such as (512, 1024, 4096)")
+    size_list = sequence_of("sizes", sizes, example="[512, 1024, 4096]", item=positive_int)
     odd = [d for d in size_list if d % 16]
     if odd:
         raise ValueError(f"sizes must be multiples of 16 (FP8 kernels need it), got {odd}")

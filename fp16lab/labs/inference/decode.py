@@ -30,7 +30,16 @@ from typing import Any
 import pandas as pd
 import torch
 
-from fp16lab.checks import boolean, instance, non_negative_int, one_of, positive_float, positive_int
+from fp16lab.checks import (
+    boolean,
+    distinct,
+    instance,
+    non_negative_int,
+    one_of,
+    positive_float,
+    positive_int,
+    sequence_of,
+)
 from fp16lab.device import free_memory, is_oom, model_device, resolve_device
 from fp16lab.gpt import GPT, GPTConfig, flops_per_token
 from fp16lab.labs.inference.graphs import capture_cuda_graph
@@ -275,11 +284,7 @@ def _plan(model: object, batch_sizes: object, steps: object, max_len: object, gr
           bandwidth_gb_s: object, min_run_time: object, warmup: object, label: object) -> _DecodePlan:
     instance("model", model, GPT, "an fp16lab.gpt.GPT")
     assert isinstance(model, GPT)
-    if isinstance(batch_sizes, (str, int)) or not isinstance(batch_sizes, Sequence) or not batch_sizes:
-        raise ValueError(f"batch_sizes must be a non-empty list of ints >= 1, got {batch_sizes!r}")
-    batches = [positive_int(f"batch_sizes[{i}]", b) for i, b in enumerate(batch_sizes)]
-    if len(set(batches)) != len(batches):
-        raise ValueError(f"batch_sizes has duplicates: {batches}")
+    batches = distinct("batch_sizes", sequence_of("batch_sizes", batch_sizes, example="[1, 8]", item=positive_int))
     cfg = model.cfg
     T = cfg.seq_len if max_len is None else positive_int("max_len", max_len)
     if T > cfg.seq_len:

@@ -29,7 +29,16 @@ import pandas as pd
 import torch
 from torch import nn
 
-from fp16lab.checks import boolean, instance, non_negative_int, one_of, positive_float, positive_int
+from fp16lab.checks import (
+    boolean,
+    distinct,
+    instance,
+    non_negative_int,
+    one_of,
+    positive_float,
+    positive_int,
+    sequence_of,
+)
 from fp16lab.device import free_memory, is_oom, resolve_device
 from fp16lab.precision import Precision, autocast, parse_precision, precision_context
 from fp16lab.timing import DTYPES, Timing, gpu_kernels, time_cuda_events, time_fn
@@ -92,15 +101,7 @@ class Variant:
 
 
 def _bools(name: str, values: object) -> list[bool]:
-    if isinstance(values, (bool, str)) or not isinstance(values, Sequence) or not values:
-        raise ValueError(f"{name} must be a non-empty list of True/False, got {values!r}")
-    return [boolean(f"{name}[{i}]", v) for i, v in enumerate(values)]
-
-
-def _strings(name: str, values: object) -> list[str]:
-    if isinstance(values, str) or not isinstance(values, Sequence) or not values:
-        raise ValueError(f"{name} must be a non-empty list of names, got {values!r}")
-    return list(values)
+    return sequence_of(name, values, example="[False, True]", item=boolean)
 
 
 def variants(
@@ -113,8 +114,9 @@ def variants(
     Defaults: fp32, fp16, bf16; cast; NCHW. fp32 and tf32 have no half-precision mode, so they
     give one variant per memory format whatever ``modes`` says.
     """
-    precs = [parse_precision(p, name="precisions") for p in _strings("precisions", precisions)]
-    mode_list = [one_of("modes", m, INFER_MODES) for m in _strings("modes", modes)]
+    precs = sequence_of("precisions", precisions, example="['fp32', 'fp16']",
+                        item=lambda name, p: parse_precision(p, name=name))
+    mode_list = sequence_of("modes", modes, example="['cast']", item=lambda name, m: one_of(name, m, INFER_MODES))
     layouts = _bools("channels_last", channels_last)
     out: list[Variant] = []
     for p in precs:
@@ -274,11 +276,7 @@ def _plan(model: object, make_input: object, batch_sizes: object, precisions: Se
     instance("model", model, nn.Module, "a torch.nn.Module")
     if not callable(make_input):
         raise ValueError(f"make_input must be a function batch_size -> input tensor, got {make_input!r}")
-    if isinstance(batch_sizes, (str, int)) or not isinstance(batch_sizes, Sequence) or not batch_sizes:
-        raise ValueError(f"batch_sizes must be a non-empty list of ints >= 1, got {batch_sizes!r}")
-    batches = [positive_int(f"batch_sizes[{i}]", b) for i, b in enumerate(batch_sizes)]
-    if len(set(batches)) != len(batches):
-        raise ValueError(f"batch_sizes has duplicates: {batches}")
+    batches = distinct("batch_sizes", sequence_of("batch_sizes", batch_sizes, example="[1, 8, 64]", item=positive_int))
     vs = variants(precisions, modes, channels_last)
     dev = resolve_device(device)  # type: ignore[arg-type]
     timer = one_of("timer", timer, TIMERS)

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from fp16lab.checks import instance
+from fp16lab.checks import instance, sequence_of
 from fp16lab.precision import autocast
 
 __all__ = ["FP32Island", "keep_in_fp32"]
@@ -95,9 +95,7 @@ def keep_in_fp32(model: nn.Module, names: Sequence[str]) -> nn.Module:
     before anything changes.
     """
     instance("model", model, nn.Module, "a torch.nn.Module")
-    if isinstance(names, str) or not isinstance(names, Sequence) or not names:
-        raise ValueError(f"names must be a non-empty list of submodule names, got {names!r}")
-    wanted = list(names)
+    wanted = sequence_of("names", names, example="['blocks.3.mlp']")
     modules = dict(model.named_modules())
     for n in wanted:
         if not isinstance(n, str) or not n or n not in modules:

@@ -37,7 +37,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from fp16lab.checks import non_negative_int, positive_float, positive_int
+from fp16lab.checks import non_negative_int, positive_float, positive_int, sequence_of
 from fp16lab.device import free_memory, is_oom, resolve_device
 
 __all__ = [
@@ -286,9 +286,7 @@ def fragmentation_workload(
     unit_mib = positive_float("unit_mib", unit_mib)
     seed = non_negative_int("seed", seed)
     empty_cache_every = non_negative_int("empty_cache_every", empty_cache_every)
-    if isinstance(layers, (str, bytes)) or not isinstance(layers, Sequence) or not layers:
-        raise ValueError(f"layers must be a non-empty sequence of positive ints, got {layers!r}")
-    layers = [positive_int(f"layers[{i}]", c) for i, c in enumerate(layers)]
+    layers = sequence_of("layers", layers, example="[1, 2, 3]", item=positive_int)
     dev = resolve_device(device)
     if dev.type != "cuda":
         raise ValueError(f"device {str(device)!r} is not a CUDA GPU; the workload measures the CUDA caching allocator")
@@ -330,11 +328,7 @@ def allocator_experiment(
     """
     if alloc_conf is not None and (not isinstance(alloc_conf, str) or not alloc_conf.strip() or "\n" in alloc_conf):
         raise ValueError(f"alloc_conf must be None or a setting such as 'expandable_segments:True', got {alloc_conf!r}")
-    if isinstance(empty_cache_every, (str, bytes)) or not isinstance(empty_cache_every, Sequence):
-        raise ValueError(f"empty_cache_every must be a sequence of ints >= 0 such as (0,) or (0, 1), got {empty_cache_every!r}")
-    everies = [non_negative_int("empty_cache_every", k) for k in empty_cache_every]
-    if not everies:
-        raise ValueError("empty_cache_every is empty; pass e.g. (0,) or (0, 1)")
+    everies = sequence_of("empty_cache_every", empty_cache_every, example="[0, 1]", item=non_negative_int)
     args = ["--steps", str(positive_int("steps", steps)), "--batch", str(positive_int("batch", batch, minimum=2)),
             "--unit-mib", repr(positive_float("unit_mib", unit_mib)), "--seed", str(non_negative_int("seed", seed)),
             "--empty-cache-every", ",".join(map(str, everies))]

@@ -10,7 +10,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from fp16lab.checks import boolean, non_negative_int, positive_int
+from fp16lab.checks import boolean, non_negative_int, positive_int, sequence_of
 from fp16lab.debug._common import (
     MIB,
     LossFn,
@@ -217,13 +217,11 @@ def memory_sweep(
     """
     base = _parse(model, "fp32", loss_fn, optimizer, device, warmup_steps, restore, "memory_sweep")
     check_make_batch(make_batch)
-    if isinstance(batch_sizes, (str, bytes)) or not isinstance(batch_sizes, Sequence) or not batch_sizes:
-        raise ValueError(f"batch_sizes must be a non-empty list of ints such as [8, 16, 32], got {batch_sizes!r}")
-    sizes = [positive_int("batch_sizes[]", n) for n in batch_sizes]
-    if isinstance(precisions, str) or not isinstance(precisions, Sequence) or not precisions:
-        raise ValueError(f"precisions must be a non-empty list such as ('fp32', 'fp16'), got {precisions!r}")
-    steps = [_Step(base.model, check_precision(parse_precision(p, name="precisions"), base.device), base.device,
-                   base.loss_fn, base.optimizer, base.warmup_steps, base.restore) for p in precisions]
+    sizes = sequence_of("batch_sizes", batch_sizes, example="[8, 16, 32]", item=positive_int)
+    precs = sequence_of("precisions", precisions, example="['fp32', 'fp16']",
+                        item=lambda name, p: check_precision(parse_precision(p, name=name), base.device))
+    steps = [_Step(base.model, p, base.device, base.loss_fn, base.optimizer, base.warmup_steps, base.restore)
+             for p in precs]
     rows: list[dict[str, Any]] = []
     for s in steps:
         for n in sizes:

@@ -18,7 +18,16 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from fp16lab.checks import positive_int
+from fp16lab.checks import (
+    instance,
+    module,
+    non_negative_int,
+    one_of,
+    positive_float,
+    positive_int,
+    sequence_of,
+)
+from fp16lab.device import parse_device
 from fp16lab.labs.multi_gpu.launcher import RankContext
 
 __all__ = [
@@ -44,6 +53,7 @@ HOOKS = ("allreduce", "fp16", "bf16")
 
 def mlp(width: int, depth: int) -> nn.Sequential:
     """``depth`` Linear(width, width) + GELU blocks and a Linear(width, 8) classifier head."""
+    width, depth = positive_int("width", width), positive_int("depth", depth)
     layers: list[nn.Module] = []
     for _ in range(depth):
         layers += [nn.Linear(width, width), nn.GELU()]
@@ -59,6 +69,8 @@ def model_numel(width: int, depth: int) -> int:
 
 def global_batch(step: int, rows: int, width: int, seed: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """All ranks' rows of ``step``: Gaussian inputs, labels from a fixed random linear teacher."""
+    step, rows, width = non_negative_int("step", step), positive_int("rows", rows), positive_int("width", width)
+    seed, device = non_negative_int("seed", seed), parse_device(device)
     teacher = torch.randn(width, CLASSES, generator=torch.Generator().manual_seed(seed))
     x = torch.randn(rows, width, generator=torch.Generator().manual_seed(seed * 100_003 + step + 1))
     y = (x @ teacher).argmax(1)
@@ -73,7 +85,12 @@ def shard(x: torch.Tensor, ctx: RankContext, per_rank: int, part: int = 0) -> to
 
 def micro(x: torch.Tensor, world_size: int, per_rank: int, part: int) -> torch.Tensor:
     """Every rank's rows of micro-batch ``part``: what one process trains on in their place."""
-    size = world_size * per_rank
+    instance("x", x, torch.Tensor, "a tensor of a global batch's rows (global_batch)")
+    size = positive_int("world_size", world_size) * positive_int("per_rank", per_rank)
+    part = non_negative_int("part", part)
+    if x.dim() == 0 or (part + 1) * size > x.shape[0]:
+        raise ValueError(f"x has shape {tuple(x.shape)}: micro-batch part={part} of world_size * per_rank = {size} "
+                         f"rows needs at least {(part + 1) * size} rows")
     return x[part * size : (part + 1) * size]
 
 
@@ -81,31 +98,33 @@ def sgd(params: Iterable[Any], lr: float) -> torch.optim.Optimizer:
     """SGD with momentum 0.9 for the DDP comparisons: its update is linear in the gradient, so a
     rounding-level difference between two runs stays rounding-level. (Adam divides by sqrt(v): a
     rounding difference in a near-zero gradient can flip the sign of a full-size step.)"""
-    return torch.optim.SGD(params, lr=lr, momentum=0.9)
-
-
+    tensors = sequence_of("params", params, example="model.parameters()",
+                          item=lambda name, p: instance(name, p, torch.Tensor, "a parameter (model.parameters())"))
+    return torch.optim.SGD(tensors, lr=positive_float("lr", lr), momentum=0.9)
 
 
 def flat(model: nn.Module) -> torch.Tensor:
     """All weights of ``model`` as one FP32 vector (DTensors: call on their full tensors)."""
+    module("model", model)
     return torch.cat([p.detach().float().reshape(-1) for p in model.parameters()])
 
 
-
-
 def rel(a: torch.Tensor, b: torch.Tensor) -> float:
-    """Relative difference ``||a - b|| / ||b||``."""
+    """Relative difference ``||a - b|| / ||b||`` of two tensors of one shape (never broadcast)."""
+    instance("a", a, torch.Tensor, "a tensor")
+    instance("b", b, torch.Tensor, "a tensor")
+    if a.shape != b.shape:
+        raise ValueError(f"a and b must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}")
     return float((a - b).norm() / b.norm().clamp_min(1e-30))
 
 
 def replica_spread(weights: torch.Tensor) -> float:
     """Largest difference of any weight between ranks (0.0: every replica is identical); a collective."""
+    instance("weights", weights, torch.Tensor, "a tensor of this rank's weights (flat(model))")
     hi, lo = weights.clone(), weights.clone()
     dist.all_reduce(hi, op=dist.ReduceOp.MAX)
     dist.all_reduce(lo, op=dist.ReduceOp.MIN)
     return float((hi - lo).abs().max())
-
-
 
 
 def wrap_ddp(model: nn.Module, ctx: RankContext) -> DistributedDataParallel:
@@ -137,6 +156,7 @@ def tap_all_reduce() -> Iterator[list[tuple[int, str]]]:
 
 def comm_hook(name: str) -> Callable[..., Any]:
     """PyTorch's DDP hook for ``name``: allreduce (FP32), fp16 or bf16 (``*_compress_hook``)."""
+    one_of("name", name, HOOKS)
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
     return {
