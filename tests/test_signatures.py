@@ -87,12 +87,8 @@ SKIP_FUNCTIONS = {
 # with a message that does not name the argument). Listed so that the sweep stays green while
 # they are open; KNOWN_GAP_ARGS lists exactly the failing arguments (strict xfail: a fix must
 # remove its entry).
-KNOWN_GAPS = {
-    "fp16lab.course.lab.": "lab_command: port/open_browser/token/start unchecked (file under the lead's edit)",
-}
-KNOWN_GAP_ARGS: dict[str, tuple[str, ...]] = {  # exactly the (function, arguments) that still fail
-    'fp16lab.course.lab.lab_command': ('open_browser', 'port', 'start', 'token'),
-}
+KNOWN_GAPS: dict[str, str] = {}
+KNOWN_GAP_ARGS: dict[str, tuple[str, ...]] = {}  # exactly the (function, arguments) that still fail
 ANY_VALUE = {  # (function, argument): every object is a valid value
     ("instance", "value"), ("one_of", "value"), ("positive_int", "value"), ("non_negative_int", "value"),
     ("positive_float", "value"), ("boolean", "value"), ("function", "value"), ("integer_tensor", "value"),

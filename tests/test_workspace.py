@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -141,6 +142,16 @@ def test_work_folder_is_ignored_by_git_and_by_pytest(tmp_path):
 
 
 # ---- the lab command ------------------------------------------------------------------------
+
+def test_lab_command_refuses_bad_arguments_naming_them(tmp_path):
+    for kwargs, message in [({"port": 70000}, "port must be an int in 1..65535, got 70000"),
+                            ({"port": True}, "port must be an int >= 1, got True"),
+                            ({"open_browser": "yes"}, "open_browser must be"),
+                            ({"token": 123}, "token must be a str, got 123"),
+                            ({"start": None}, "start must be a str")]:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            lab.lab_command(tmp_path, **kwargs)
+
 
 def test_lab_command_is_localhost_with_a_token_and_read_only_reference(tmp_path):
     cmd = lab.lab_command(tmp_path, port=8899, open_browser=False)

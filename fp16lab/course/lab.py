@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from fp16lab.checks import boolean, positive_int, text
 from fp16lab.checks import path as _path
 from fp16lab.course import paths as _paths
 from fp16lab.course.i18n import LANG_ENV, check_lang
@@ -124,6 +125,11 @@ def lab_command(
     run as root (containers, lab servers).
     """
     nbdir = _path("notebooks", notebooks).resolve()
+    if positive_int("port", port) > 65535:
+        raise ValueError(f"port must be an int in 1..65535, got {port!r}")
+    open_browser = boolean("open_browser", open_browser)
+    token = text("token", token) if token is not None else None
+    start = text("start", start)
     settings = _path("settings_dir", settings_dir) if settings_dir is not None else nbdir / "work" / SETTINGS_DIR
     cmd = [
         sys.executable, "-m", "jupyter", "lab",
