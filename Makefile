@@ -85,4 +85,4 @@ types: setup
 	$(BIN)/python -m mypy
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) .venv-cpu  # .venv-cpu: CI's CPU-only lane (.ci/cpu-lane.sh)
