@@ -30,7 +30,6 @@ one JSON file (``--out``).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import resource
@@ -49,6 +48,7 @@ from torch import nn
 from fp16lab.checks import instance, sequence_of
 from fp16lab.device import synchronize
 from fp16lab.hardware import gpu_facts
+from fp16lab.labs.multi_gpu.model import tap_all_reduce
 from fp16lab.precision import autocast
 
 __all__ = ["DTYPES", "bf16_hook_support", "parse_args", "main"]
@@ -284,23 +284,6 @@ def load(state: TrainState, folder: Path) -> None:
 
 
 # ------------------------------------------------------------------------------ measuring
-
-
-@contextlib.contextmanager
-def tap_all_reduce() -> Iterator[list[tuple[int, str]]]:
-    """Record (bytes, dtype) of each tensor handed to ``dist.all_reduce`` (DDP's Python hooks call it)."""
-    calls: list[tuple[int, str]] = []
-    original = dist.all_reduce
-
-    def tapped(tensor: torch.Tensor, *a: Any, **kw: Any) -> Any:
-        calls.append((tensor.numel() * tensor.element_size(), str(tensor.dtype).replace("torch.", "")))
-        return original(tensor, *a, **kw)
-
-    dist.all_reduce = tapped
-    try:
-        yield calls
-    finally:
-        dist.all_reduce = original
 
 
 def fsdp_reduce_bytes(model: nn.Module, grad_dtype: str) -> int:
