@@ -6,10 +6,12 @@ widget state saved) and drives it in headless Chromium (Debian's ``chromium`` pa
 Playwright; no browser download, ever): the start page opens rendered; its link opens the
 learner's copy of lesson 02; Run All runs it without error; it is saved, its kernel shut down and
 reopened, and no progress bar says "model not found"; a student copy's Run All stops at the
-first unanswered check; the reference lesson is read-only in the lab and unchanged on disk. The
+first unanswered check; the reference lesson is read-only in the lab, its tab labelled "reference",
+and unchanged on disk. The
 Chinese edition (when notebooks/zh/00_setup_and_verify.ipynb is in the checkout): ``lab --lang zh``
 opens the Chinese start page with JupyterLab's interface in Chinese, the learner's copy of lesson 00
-runs green from the Chinese menus, and a wrong exercise answer shows the Chinese hint. The
+runs green from the Chinese menus, a wrong exercise answer shows the Chinese hint, and the reference
+lesson's tab reads 参考版 (the English one's "reference") where the learner's copy's does not. The
 server is shut down whatever happens. ``make test`` installs chromium when it runs as root on
 Debian/Ubuntu; elsewhere this test is skipped with the reason. ``FP16LAB_CHROMIUM`` may point at
 another Chromium binary.
@@ -289,6 +291,32 @@ def _run_all(page, server: Server, path: str, deadline: float, *, stops_at_error
         time.sleep(0.5)
 
 
+# JavaScript: {path: the ::before content of its tab's label} for every open document tab (JupyterLab's tab
+# tooltip is its "Name: …\nPath: …" caption; 'none' means no label was added)
+TAB_LABELS_JS = """
+() => {
+  const out = {};
+  for (const tab of document.querySelectorAll('.lm-DockPanel-tabBar .lm-TabBar-tab')) {
+    const m = /\\n[^\\n:]*:\\s*([^\\n]+)/.exec(tab.getAttribute('title') || '');
+    const label = tab.querySelector('.lm-TabBar-tabLabel');
+    if (m && label) out[m[1].trim()] = getComputedStyle(label, '::before').content;
+  }
+  return out;
+}
+"""
+
+
+def _tab_label(page, path: str, deadline: float) -> str:
+    """The ::before content of the tab of the open document ``path`` ('none' if the tab has no label)."""
+    while True:
+        labels = page.evaluate(TAB_LABELS_JS)
+        if path in labels or time.monotonic() > deadline:
+            break
+        time.sleep(0.25)
+    assert path in labels, f"no tab for {path}; tabs: {labels}"
+    return str(labels[path])
+
+
 def _screenshot_on_failure(page, shot: Path) -> None:
     if page is None:
         return
@@ -397,7 +425,7 @@ def _student_copy():
 @needs_browser
 def test_a_learners_session_in_jupyterlab(tmp_path, capsys):
     """Start page -> own copy of lesson 02 -> Run All -> save -> kernel gone -> reopen: widgets render;
-    a student copy stops at its first check; the reference is read-only and unchanged on disk."""
+    a student copy stops at its first check; the reference is read-only, its tab says so, and it is unchanged on disk."""
     from playwright.sync_api import sync_playwright
 
     t0 = time.monotonic()
@@ -500,6 +528,9 @@ def test_a_learners_session_in_jupyterlab(tmp_path, capsys):
                 page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Toolbar-item"
                              "[data-jp-item-name='read-only-indicator']").first.wait_for(state="visible",
                                                                                          timeout=20_000)
+                # its tab says "reference", the learner's copy of the same name does not
+                assert _tab_label(page, LESSON.name, deadline) == '"reference · "', page.evaluate(TAB_LABELS_JS)
+                assert _tab_label(page, mine, deadline) == "none", page.evaluate(TAB_LABELS_JS)
                 status, model = _api(server, "GET", f"contents/{LESSON.name}")
                 assert status == 200 and isinstance(model, dict) and model["writable"] is False
                 status, message = _api(server, "PUT", f"contents/{LESSON.name}", model)
@@ -597,7 +628,8 @@ def _first_exercise(copy: Path) -> tuple[int, str]:
 @pytest.mark.skipif(_zh_skip_reason() is not None, reason=f"Chinese browser test skipped: {_zh_skip_reason()}")
 def test_the_chinese_lab_in_jupyterlab(tmp_path, capsys):
     """lab --lang zh: the Chinese start page in a Chinese interface -> the learner's copy of lesson 00 runs
-    green from the Chinese menus, its checks say 正确 -> a wrong answer shows the Chinese hint."""
+    green from the Chinese menus, its checks say 正确 -> a wrong answer shows the Chinese hint -> the reference
+    lesson's tab says 参考版."""
     from playwright.sync_api import sync_playwright
 
     t0 = time.monotonic()
@@ -640,6 +672,12 @@ def test_the_chinese_lab_in_jupyterlab(tmp_path, capsys):
                 assert err["ename"] == "AssertionError" and err["evalue"].startswith("提示："), err
                 shown = page.locator(".jp-Notebook .jp-OutputArea-output", has_text=err["evalue"][:20])
                 shown.first.wait_for(state="visible", timeout=20_000)
+                # 4. the Chinese reference lesson's tab says 参考版, the learner's copy's does not
+                reference = f"zh/{ZH_LESSON.name}"
+                _open_notebook(page, server, reference, deadline)
+                assert _tab_label(page, reference, deadline) == f'"{tr("reference · ", lang="zh")}"', \
+                    page.evaluate(TAB_LABELS_JS)
+                assert _tab_label(page, mine, deadline) == "none", page.evaluate(TAB_LABELS_JS)
             except BaseException:
                 _screenshot_on_failure(page, tmp_path / "failure.png")
                 raise

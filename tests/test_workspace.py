@@ -162,6 +162,21 @@ def test_lab_command_is_localhost_with_a_token_and_read_only_reference(tmp_path)
     assert f"--ServerApp.root_dir={tmp_path.resolve()}" in cmd
     assert "--LabApp.default_url=/lab/tree/README.md" in cmd
     assert f"--LabApp.app_settings_dir={tmp_path.resolve() / 'work' / '.lab-settings'}" in cmd
+    assert "--LabApp.custom_css=True" in cmd, "the reference tabs' label is custom CSS"
+    assert (f"--ServerApp.tornado_settings=static_custom_path={tmp_path.resolve() / 'work' / '.lab-settings' / 'custom'}"
+            in cmd), "custom.css is served from the lab's own settings folder, not the user's ~/.jupyter"
+
+
+def test_reference_tabs_are_labelled_in_the_labs_language(tmp_path, monkeypatch):
+    import jupyterlab.commands
+
+    monkeypatch.setattr(jupyterlab.commands, "get_app_dir", lambda: str(tmp_path / "app"))
+    for lang, label in (("en", "reference · "), ("zh", "参考版 · ")):
+        css = (lab.write_lab_settings(tmp_path / lang, lang=lang) / "custom" / "custom.css").read_text(encoding="utf-8")
+        assert f'content: "{label}";' in css, css
+        # the selector: a notebook's tab whose tooltip path is not under work/ (JupyterLab's "Path: …" caption)
+        assert '[title*=".ipynb"]:not([title*=": work/"])' in css
+        assert css.count("{") == css.count("}") == 3, "the template's braces must survive str.format"
 
 
 def test_make_lab_runs_the_lab_command():

@@ -463,4 +463,6 @@ ZH: dict[str, str] = {
         "这是只读的参考版：要运行它，请打开 notebooks/work/zh/ 中你的副本（`make lab LAB_LANG=zh` 或 `python -m fp16lab lab --lang zh` 会创建它）。",
     "This is the read-only reference: to run it, open your copy in `notebooks/work/` (`make lab` or `python -m fp16lab lab` makes it).":
         "这是只读的参考版：要运行它，请打开 `notebooks/work/zh/` 中你的副本（`make lab LAB_LANG=zh` 或 `python -m fp16lab lab --lang zh` 会创建它）。",
+    # -- the lab (fp16lab/course/lab.py): a reference lesson's tab label ------------------------------------------
+    "reference · ": "参考版 · ",
 }

@@ -8,13 +8,15 @@
    ``notebooks/README.md`` rendered as a page;
 3. keeps the reference read-only in that lab: every file outside ``work/`` shows JupyterLab's
    read-only indicator and cannot be saved (:mod:`fp16lab.course.labserver`), so running and
-   saving any lesson leaves ``git status`` clean;
+   saving any lesson leaves ``git status`` clean; the tab of a reference lesson reads
+   "reference · <name>", so it is never mistaken for the learner's copy of the same name;
 4. saves widget state with each notebook (JupyterLab's "Save Jupyter widget state" setting),
    so the progress bars of a saved lesson still render after a reload instead of
    "Error displaying widget: model not found".
 
 The settings go to a lab-settings folder inside the workspace (``work/.lab-settings``), merged
-over the environment's own defaults; nothing outside the repository is changed.
+over the environment's own defaults, with the tab style in its ``custom/custom.css`` (JupyterLab's
+``custom_css``, served from that folder); nothing outside the repository is changed.
 
 ``--lang zh`` (``make lab LAB_LANG=zh``) is the Chinese edition: the work copies come from
 ``notebooks/zh/`` into ``notebooks/work/zh/``, the lab opens ``zh/README.md``, its kernels run with
@@ -38,7 +40,7 @@ from typing import Any
 from fp16lab.checks import boolean, positive_int, text
 from fp16lab.checks import path as _path
 from fp16lab.course import paths as _paths
-from fp16lab.course.i18n import LANG_ENV, check_lang
+from fp16lab.course.i18n import LANG_ENV, check_lang, tr
 
 __all__ = [
     "SETTINGS_OVERRIDES",
@@ -51,6 +53,7 @@ __all__ = [
     "start_page",
     "configure",
     "add_parser",
+    "REFERENCE_TAB_CSS",
 ]
 
 SETTINGS_OVERRIDES: dict[str, dict[str, Any]] = {
@@ -64,6 +67,21 @@ SETTINGS_DIR = ".lab-settings"
 # JupyterLab's interface language per course language (a language pack's locale); English is JupyterLab's own
 LOCALES = {"zh": "zh_CN"}
 TRANSLATION_PLUGIN = "@jupyterlab/translation-extension:plugin"
+CUSTOM_DIR = "custom"  # in the settings folder: JupyterLab's custom.css, served by --LabApp.custom_css
+# A tab's tooltip (its title attribute) is JupyterLab's "Name: …\nPath: …" caption, in any interface language;
+# a notebook whose path is not under work/ is reference material. The label comes from the i18n catalogue.
+REFERENCE_TAB_CSS = """/* fp16lab: the tab of a reference lesson (outside work/) says so; written by python -m fp16lab lab */
+.lm-DockPanel-tabBar .lm-TabBar-tab[title*=".ipynb"]:not([title*=": work/"]) {{
+  max-width: 320px;
+}}
+.lm-DockPanel-tabBar .lm-TabBar-tab[title*=".ipynb"]:not([title*=": work/"]) .lm-TabBar-tabLabel {{
+  font-style: italic;
+}}
+.lm-DockPanel-tabBar .lm-TabBar-tab[title*=".ipynb"]:not([title*=": work/"]) .lm-TabBar-tabLabel::before {{
+  content: "{label}";
+  font-weight: 600;
+}}
+"""
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -90,10 +108,16 @@ def _env_overrides() -> dict[str, Any]:
     return merged
 
 
-def write_lab_settings(folder: "str | Path", *, lang: str = "en") -> Path:
-    """Write the lab's application settings (the environment's overrides + ours) into ``folder``.
+def _write(path: Path, text: str) -> None:
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
 
-    ``lang="zh"`` also sets JupyterLab's interface language (``locale`` zh_CN, from the language pack).
+
+def write_lab_settings(folder: "str | Path", *, lang: str = "en") -> Path:
+    """Write the lab's application settings (the environment's overrides + ours) and its tab style into ``folder``.
+
+    ``lang="zh"`` also sets JupyterLab's interface language (``locale`` zh_CN, from the language pack)
+    and labels reference tabs in Chinese.
     """
     check_lang(lang)
     target = _path("folder", folder)
@@ -101,10 +125,10 @@ def write_lab_settings(folder: "str | Path", *, lang: str = "en") -> Path:
     data = _merge(_env_overrides(), SETTINGS_OVERRIDES)
     if lang in LOCALES:
         data = _merge(data, {TRANSLATION_PLUGIN: {"locale": LOCALES[lang]}})
-    path = target / "overrides.json"
-    text = json.dumps(data, indent=1, sort_keys=True) + "\n"
-    if not path.exists() or path.read_text(encoding="utf-8") != text:
-        path.write_text(text, encoding="utf-8")
+    _write(target / "overrides.json", json.dumps(data, indent=1, sort_keys=True) + "\n")
+    (target / CUSTOM_DIR).mkdir(exist_ok=True)
+    label = tr("reference · ", lang=lang).replace("\\", "\\\\").replace('"', '\\"')
+    _write(target / CUSTOM_DIR / "custom.css", REFERENCE_TAB_CSS.format(label=label))
     return target
 
 
@@ -139,6 +163,8 @@ def lab_command(
         f"--ServerApp.contents_manager_class={CONTENTS_MANAGER}",
         f"--LabApp.app_settings_dir={settings}",
         f"--LabApp.default_url=/lab/tree/{start}",
+        "--LabApp.custom_css=True",  # the reference tabs' label, from the settings folder's custom/custom.css
+        f"--ServerApp.tornado_settings=static_custom_path={settings / CUSTOM_DIR}",
     ]
     if token is not None:
         cmd.append(f"--IdentityProvider.token={token}")
