@@ -945,3 +945,23 @@ def test_ratio_values_refuses_a_quantity_the_rows_lack_and_wrong_names():
         ratio_values(rows, 1, "b")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="frame lacks the column"):
         ratio_values(pd.DataFrame({"a": [1.0]}), "a", "b")  # no longer an empty answer
+
+
+def test_the_results_pages_compile_modes_block_is_the_runs_table(tmp_path):
+    from fp16lab.course import readme
+
+    ro = COMPILE_MODES["reduce-overhead"]
+    opener, _ = fake(rates={"article": [100.0, 100.0, 100.0], COMPILED: [240.0, 250.0, 245.0], ro: [250.0, 245.0, 260.0]})
+    res = run_benchmark(TinyNet, ["article"], [8], rounds=3, settings=TINY, device="cpu", progress=False,
+                        opener=opener, compile_modes=["reduce-overhead"], compile_mode_timeout_s=300.0)
+    path = res.save(tmp_path / "modes.json")
+    block = readme.compile_modes_block(path).splitlines()
+    assert block[0].startswith(f"Measured on {res.metadata['device']}, {res.metadata['date']}, torch ")
+    assert "3 interleaved rounds" in block[0] and "time-boxed to 300 s" in block[0], block[0]
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in block[4:]}
+    assert list(rows) == ["default", "reduce-overhead"], block
+    assert rows["reduce-overhead"][1] == "ok" and rows["reduce-overhead"][3] == "2.5"  # median of 250/100, 245/100, 260/100
+    assert readme.compile_modes_block(tmp_path / "none.json").startswith("No compile-modes run is committed yet")
+    plain = fake_run(["article", COMPILED], ["article", COMPILED], {"article": [1.0] * 3, COMPILED: [2.0] * 3})[0]
+    with pytest.raises(ValueError, match="has no compile-mode rows"):
+        readme.compile_modes_block(plain.save(tmp_path / "plain.json"))

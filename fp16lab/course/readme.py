@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Sequence
 from typing import Any
 
 from fp16lab import checks
 from fp16lab.course import paths
 
-__all__ = ["TARGET_FILES", "targets_table", "RESULTS_PAGE", "BLOCKS", "write_results_page", "REUSE_PAGE",
-           "reuse_page", "write_pages"]
+__all__ = ["TARGET_FILES", "targets_table", "COMPILE_MODES_RESULTS", "compile_modes_block", "RESULTS_PAGE", "BLOCKS",
+           "write_results_page", "REUSE_PAGE", "reuse_page", "write_pages"]
 
 # The reference-run targets of the newer lessons: (lesson, results file stem).
 TARGET_FILES: tuple[tuple[str, str], ...] = (
@@ -49,17 +50,51 @@ def targets_table(files: Sequence[tuple[str, str]] = TARGET_FILES) -> str:
     return "\n".join(lines)
 
 
+# The compiled recipe's other torch.compile modes (lesson 06): a run of the command below, committed as this file.
+COMPILE_MODES_RESULTS = "results/bench_compile_modes.json"
+COMPILE_MODES_COMMAND = ("python -m fp16lab bench --configs article --compile-modes reduce-overhead --sweep "
+                         f"--output {COMPILE_MODES_RESULTS}")
+
+
+def compile_modes_block(path: "str | os.PathLike[str] | None" = None) -> str:
+    """The compile-modes table of a ``--compile-modes`` run (default :data:`COMPILE_MODES_RESULTS`), with where it
+    ran; while no run is committed, a line that says so and gives the command."""
+    from fp16lab.labs.benchmark import BenchResult
+
+    p = paths.repo_root() / COMPILE_MODES_RESULTS if path is None else checks.path("path", path)
+    if not p.exists():
+        return f"No compile-modes run is committed yet; on a GPU, `{COMPILE_MODES_COMMAND}` makes one."
+    res = BenchResult.load(p)
+    table = res.compile_modes()
+    if table.empty:
+        raise ValueError(f"{str(p)!r} has no compile-mode rows: make it with `{COMPILE_MODES_COMMAND}`")
+    meta, bench = res.metadata, res.metadata["benchmark"]
+    box = bench.get("compile_mode_timeout_s")
+    box_text = f"each mode's compile time-boxed to {box:g} s" if box else "the compiles were not time-boxed"
+    head = (f"Measured on {meta.get('device')}, {meta.get('date')}, torch {meta.get('torch')}: {bench['model']}, "
+            f"batch {', '.join(str(b) for b in bench['batch_sizes'])}, {bench['rounds']} interleaved rounds with the "
+            f"article's loop; {box_text} (`{COMPILE_MODES_COMMAND}`).")
+    cols = ["mode", "status", "img/s", "x_article", "spread", "n", "x_default_mode", "first step s", "note"]
+    lines = [head, "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for _, r in table.iterrows():
+        lines.append("| " + " | ".join(_num(r[c]).replace("|", "\\|") for c in cols) + " |")
+    return "\n".join(lines)
+
+
 RESULTS_PAGE = "results/README.md"
 # (start marker, end marker, what builds the block) of the generated blocks on the results page
 BLOCKS = (
     ("<!-- bench:start -->", "<!-- bench:end -->", "bench"),
     ("<!-- targets:start -->", "<!-- targets:end -->", "targets"),
+    ("<!-- compile-modes:start -->", "<!-- compile-modes:end -->", "compile_modes"),
 )
 
 
 def _block(kind: str) -> str:
     if kind == "targets":
         return targets_table()
+    if kind == "compile_modes":
+        return compile_modes_block()
     from fp16lab.labs.benchmark import readme_section
 
     root = paths.repo_root()
