@@ -40,7 +40,9 @@ Run = tuple[subprocess.Popen[bytes], float, Path]
 
 
 def _start(cmd: list[str], log: Path) -> Run:
-    env = {**os.environ, "PYTHONPATH": str(Path(train.__file__).parents[3]), "OMP_NUM_THREADS": "1"}
+    # this checkout first, then whatever the environment already had on the path (a --target install, say)
+    path = [str(Path(train.__file__).parents[3]), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), "OMP_NUM_THREADS": "1"}
     with open(log, "wb") as out:
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env), time.monotonic(), log
 
