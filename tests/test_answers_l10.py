@@ -48,8 +48,14 @@ def test_wire_dtype(capsys):
         l10.check_wire_dtype("fp32", P * 4 / 1.25e9, params=P, bf16_measured=True)
     with pytest.raises(AssertionError, match="no loss scale"):
         l10.check_wire_dtype("fp16", P * 2 / 1.25e9, params=P, bf16_measured=True)
-    with pytest.raises(AssertionError, match="1.25e9 bytes/s"):
+    with pytest.raises(AssertionError, match="an eighth of that"):
         l10.check_wire_dtype("bf16", P * 2 / 10e9, params=P, bf16_measured=True)  # bits taken for bytes
+    with pytest.raises(AssertionError, match="2 bytes on the wire, not 4"):
+        l10.check_wire_dtype("bf16", P * 4 / 1.25e9, params=P, bf16_measured=True)  # FP32's bytes
+    with pytest.raises(AssertionError, match="section 8's ring all-reduce time"):
+        l10.check_wire_dtype("bf16", 2 * P * 2 / 1.25e9 * 3, params=P, bf16_measured=True)  # some other formula
+    with pytest.raises(AssertionError, match="a number of seconds"):
+        l10.check_wire_dtype("bf16", "0.24", params=P, bf16_measured=True)
 
 
 def test_flushed():

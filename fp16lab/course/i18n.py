@@ -381,15 +381,19 @@ ZH: dict[str, str] = {
     "FP32 gradients put twice the bytes on a link that is already the bottleneck": "FP32 梯度会让本来就是瓶颈的链路多传一倍的字节",
     "BF16 training has no loss scale: FP16 on the wire flushes small gradients to zero (exercise 3) and can overflow large ones; BF16 keeps FP32's range":
         "BF16 训练没有损失缩放：以 FP16 通信会把小梯度冲刷为零（练习 3），大梯度还可能上溢；BF16 保留了 FP32 的动态范围",
-    "time = 2(N-1)/N x parameters x bytes per gradient / link bytes per second (10 Gbit/s is 1.25e9 bytes/s)":
-        "时间 = 2(N-1)/N x 参数量 x 每个梯度的字节数 / 链路每秒字节数（10 Gbit/s 即 1.25e9 字节/秒）",
+    "grad_seconds is a number of seconds": "grad_seconds 是一个秒数",
+    "10 GbE carries 10 Gbit/s: divide by its bytes per second, an eighth of that":
+        "10 GbE 每秒传 10 Gbit：要除以它每秒的字节数，也就是它的八分之一",
+    "a BF16 gradient is 2 bytes on the wire, not 4": "BF16 梯度在链路上占 2 个字节，不是 4 个",
+    "grad_seconds: section 8's ring all-reduce time for two ranks, with your dtype's bytes per parameter":
+        "grad_seconds：用第 8 节的环形 all-reduce 时间，两个 rank，按你所选数据类型每个参数的字节数计算",
     "cast g_ex to float16, then divide by 8, and count the zeros": "先把 g_ex 转换为 float16，再除以 8，然后数零的个数",
     "multiply by the scale 2**16 before the cast": "转换之前先乘以缩放因子 2**16",
     "use_fsdp is True or False": "use_fsdp 是 True 或 False",
-    "compare DDP's bytes per GPU with the card: what is left for gradients and activations?":
-        "把 DDP 每块 GPU 占用的字节数与显卡比较：还剩多少给梯度和激活值？",
-    "GiB per GPU = measured held bytes per parameter (of the setup you chose) x 1.3e9 / 2**30":
-        "每块 GPU 的 GiB = 实测的每参数占用字节数（你所选方案的）x 1.3e9 / 2**30",
+    "compare DDP's bytes per GPU with half the card: is the other half left for gradients and activations?":
+        "把 DDP 每块 GPU 占用的字节数与半块显卡比较：另一半是否还留给梯度和激活值？",
+    "gib_per_gpu: section 7's measured held bytes per parameter (of the setup you chose) for 1.3 billion parameters, in GiB (2**30 bytes)":
+        "gib_per_gpu：用第 7 节实测的每参数占用字节数（你所选方案的），按 13 亿参数计算，单位 GiB（2**30 字节）",
     "each entry of half_grads is the gradient of one half's mean loss": "half_grads 的每一项是其中一半数据平均损失的梯度",
     "(this torch build cannot run bf16_compress_hook; on a CUDA build it can)":
         "（这个 torch 版本不能运行 bf16_compress_hook；CUDA 版本可以）",

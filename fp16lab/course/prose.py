@@ -37,9 +37,11 @@ UNITS = (
 MARKERS = (r"\bcited\b", r"\(article\)", r"<!--\s*not measured\s*-->")
 
 _UNIT = "|".join(re.escape(u) for u in sorted(UNITS, key=len, reverse=True))
-# a number not glued to a word (sm_89, fp16, 2^16, v2.1), a unit, and no word, digit or "(" right after
+# a number (or a range of two, 30-80x) not glued to a word (sm_89, fp16, 2^16, v2.1), a unit, and no word,
+# digit or "(" right after
+_NUM = r"\d+(?:[.,]\d+)*"
 _PATTERN = re.compile(
-    r"(?<![\w.^/\-])[-+−]?\d+(?:[.,]\d+)*[ \u00a0\u202f]?(?:" + _UNIT + r")(?![\w/])(?!\s*[\d(])"
+    r"(?<![\w.^/\-])[-+−]?" + _NUM + r"(?:[-–]" + _NUM + r")?[ \u00a0\u202f]?(?:" + _UNIT + r")(?![\w/])(?!\s*[\d(])"
 )
 _MARK = re.compile("|".join(MARKERS), re.I)
 _URL = re.compile(r"https?://\S+|\]\([^)]*\)")

@@ -53,9 +53,15 @@ def check_wire_dtype(choice: Any, grad_seconds: Any, *, params: float, bf16_meas
     _need(choice != "fp16", tr("BF16 training has no loss scale: FP16 on the wire flushes small gradients "
                               "to zero (exercise 3) and can overflow large ones; BF16 keeps FP32's range"))
     want = _ring_seconds(params, 2, 2, TEN_GBE_BYTES_PER_S)
-    ok = isinstance(grad_seconds, (int, float)) and math.isclose(float(grad_seconds), want, rel_tol=0.02)
-    verdict(ok, tr("time = 2(N-1)/N x parameters x bytes per gradient / link bytes per second "
-                "(10 Gbit/s is 1.25e9 bytes/s)"))
+    _need(isinstance(grad_seconds, (int, float)) and not isinstance(grad_seconds, bool),
+          tr("grad_seconds is a number of seconds"))
+    assert isinstance(grad_seconds, (int, float))
+    _need(not math.isclose(float(grad_seconds) * 8, want, rel_tol=0.02),
+          tr("10 GbE carries 10 Gbit/s: divide by its bytes per second, an eighth of that"))
+    _need(not math.isclose(float(grad_seconds), want * 2, rel_tol=0.02),
+          tr("a BF16 gradient is 2 bytes on the wire, not 4"))
+    verdict(math.isclose(float(grad_seconds), want, rel_tol=0.02),
+            tr("grad_seconds: section 8's ring all-reduce time for two ranks, with your dtype's bytes per parameter"))
     if not bf16_measured:
         print(tr("(this torch build cannot run bf16_compress_hook; on a CUDA build it can)"))
 
@@ -78,8 +84,9 @@ def check_fsdp_choice(use_fsdp: Any, gib_per_gpu: Any, *, ddp_bytes_per_param: f
     _need(isinstance(use_fsdp, bool), tr("use_fsdp is True or False"))
     ddp_gib = float(ddp_bytes_per_param) * params / 2**30
     _need(use_fsdp is bool(ddp_gib > 0.5 * 24e9 / 2**30),
-            tr("compare DDP's bytes per GPU with the card: what is left for gradients and activations?"))
+          tr("compare DDP's bytes per GPU with half the card: is the other half left for gradients and activations?"))
     want = float(fsdp_bytes_per_param if use_fsdp else ddp_bytes_per_param) * params / 2**30
     ok = isinstance(gib_per_gpu, (int, float)) and not isinstance(gib_per_gpu, bool)
     ok = ok and math.isclose(float(gib_per_gpu), want, rel_tol=0.02)
-    verdict(ok, tr("GiB per GPU = measured held bytes per parameter (of the setup you chose) x 1.3e9 / 2**30"))
+    verdict(ok, tr("gib_per_gpu: section 7's measured held bytes per parameter (of the setup you chose) for 1.3 "
+                   "billion parameters, in GiB (2**30 bytes)"))
