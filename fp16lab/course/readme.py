@@ -52,7 +52,7 @@ def targets_table(files: Sequence[tuple[str, str]] = TARGET_FILES) -> str:
 
 # The compiled recipe's other torch.compile modes (lesson 06): a run of the command below, committed as this file.
 COMPILE_MODES_RESULTS = "results/bench_compile_modes.json"
-COMPILE_MODES_COMMAND = ("python -m fp16lab bench --configs article --compile-modes reduce-overhead --sweep "
+COMPILE_MODES_COMMAND = ("python -m fp16lab bench --configs article --compile-modes reduce-overhead --rounds 3 --sweep "
                          f"--output {COMPILE_MODES_RESULTS}")
 
 
