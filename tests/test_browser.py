@@ -19,6 +19,7 @@ another Chromium binary.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -327,13 +328,49 @@ def _screenshot_on_failure(page, shot: Path) -> None:
         pass
 
 
+class _LabBrowser:
+    """A learner's lab (:class:`Server`) and a headless Chromium on it; ``page`` is the page now open."""
+
+    def __init__(self, server: Server, browser) -> None:
+        self.server, self.browser = server, browser
+        self.page = self.new_page()
+
+    def new_page(self):
+        """A fresh page (a new tab, as a learner who closed the last one would open)."""
+        self.page = self.browser.new_page(viewport={"width": 1400, "height": 1000})
+        return self.page
+
+
+@contextlib.contextmanager
+def lab_browser(root: Path, home: Path, shot: Path, lang: str = "en"):
+    """JupyterLab on ``root`` as ``python -m fp16lab lab`` starts it, with Chromium on it: a screenshot of the open
+    page into ``shot`` on failure, the browser closed and the server shut down whatever happens."""
+    from playwright.sync_api import sync_playwright
+
+    server = Server(root, home, lang=lang)
+    try:
+        server.wait_ready()
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=_chromium(), headless=True, args=CHROMIUM_FLAGS)
+            session = None
+            try:
+                session = _LabBrowser(server, browser)
+                yield session
+            except BaseException:
+                _screenshot_on_failure(session.page if session else None, shot)
+                raise
+            finally:
+                browser.close()
+    finally:
+        server.stop()
+        assert server.proc.poll() is not None, "jupyter lab is still running after shutdown"
+
+
 def run_in_jupyterlab(notebook: Path, tmp_path: Path) -> tuple[int, float]:
     """Open ``notebook`` (a copy) in JupyterLab in Chromium, run all cells; (code cells, seconds).
 
     Fails (pytest.fail) with the failing cell's source and traceback on the first error output.
     """
-    from playwright.sync_api import sync_playwright
-
     t0 = time.monotonic()
     deadline = t0 + BUDGET_S
     name = notebook.name
@@ -341,34 +378,20 @@ def run_in_jupyterlab(notebook: Path, tmp_path: Path) -> tuple[int, float]:
     (root / "work").mkdir(parents=True)
     shutil.copy2(notebook, root / "work" / name)  # the browser works on a copy: the lesson is never saved over
     path = f"work/{name}"
-    server = Server(root, tmp_path / "jupyter-home")
-    page = None
-    try:
-        server.wait_ready()
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=_chromium(), headless=True, args=CHROMIUM_FLAGS)
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 1000})
-                _open_notebook(page, server, path, deadline)
-                _click_menu(page, "Edit", "Clear Outputs of All Cells")
-                state = _wait_for(page, lambda s: all(c["count"] is None and not c["errors"] for c in s["cells"]),
-                                  "clearing all outputs", deadline, path)
-                n_code = len(state["cells"])
-                assert n_code > 0, f"{name} has no code cells"
-                state = _run_all(page, server, path, deadline)
-                counts = [c["count"] for c in state["cells"] if c["source"].strip()]
-                assert counts == sorted(counts) and len(set(counts)) == len(counts), \
-                    f"cells did not run once each, in order: {counts}"
-                rendered = page.locator(".jp-Notebook .jp-CodeCell .jp-OutputArea-output").count()
-                assert rendered > 0, "no output was rendered in the page"
-            except BaseException:
-                _screenshot_on_failure(page, tmp_path / "failure.png")
-                raise
-            finally:
-                browser.close()
-    finally:
-        server.stop()
-        assert server.proc.poll() is not None, "jupyter lab is still running after shutdown"
+    with lab_browser(root, tmp_path / "jupyter-home", tmp_path / "failure.png") as session:
+        server, page = session.server, session.page
+        _open_notebook(page, server, path, deadline)
+        _click_menu(page, "Edit", "Clear Outputs of All Cells")
+        state = _wait_for(page, lambda s: all(c["count"] is None and not c["errors"] for c in s["cells"]),
+                          "clearing all outputs", deadline, path)
+        n_code = len(state["cells"])
+        assert n_code > 0, f"{name} has no code cells"
+        state = _run_all(page, server, path, deadline)
+        counts = [c["count"] for c in state["cells"] if c["source"].strip()]
+        assert counts == sorted(counts) and len(set(counts)) == len(counts), \
+            f"cells did not run once each, in order: {counts}"
+        rendered = page.locator(".jp-Notebook .jp-CodeCell .jp-OutputArea-output").count()
+        assert rendered > 0, "no output was rendered in the page"
     return n_code, time.monotonic() - t0
 
 
@@ -426,8 +449,6 @@ def _student_copy():
 def test_a_learners_session_in_jupyterlab(tmp_path, capsys):
     """Start page -> own copy of lesson 02 -> Run All -> save -> kernel gone -> reopen: widgets render;
     a student copy stops at its first check; the reference is read-only, its tab says so, and it is unchanged on disk."""
-    from playwright.sync_api import sync_playwright
-
     t0 = time.monotonic()
     deadline = t0 + SESSION_BUDGET_S
     repo_before = _digests(NOTEBOOKS)
@@ -444,105 +465,91 @@ def test_a_learners_session_in_jupyterlab(tmp_path, capsys):
     own.cells.append(nbformat.v4.new_code_cell("from tqdm.auto import tqdm\n\nfor _ in tqdm(range(5), desc='my bar'):\n"
                                                "    pass"))
     nbformat.write(own, root / mine)
-    server = Server(root, tmp_path / "jupyter-home")
-    page = None
-    try:
-        server.wait_ready()
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=_chromium(), headless=True, args=CHROMIUM_FLAGS)
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 1000})
-                # 1. the lab opens at the start page, rendered (not in the text editor)
-                page.goto(f"{server.base}/?token={server.token}", timeout=60_000)
-                heading = page.locator(".jp-RenderedMarkdown h1", has_text="start here")
-                heading.first.wait_for(state="visible", timeout=60_000)
-                assert "/lab/tree/README.md" in page.url, page.url
-                stages = {"start page": time.monotonic() - t0}
-                # 2. its link opens the learner's own copy of lesson 02
-                page.locator(".jp-RenderedMarkdown a", has_text="the AMP training loop").first.click()
-                state = _wait_for(page, lambda s: s["phase"] == "open" and s["kernel"] == "idle"
-                                  and s["connection"] == "connected", "opening the lesson from the start page",
-                                  deadline, mine)
-                assert state["cells"] and state["writable"] is True, "the learner's copy must be writable"
-                # 3. Run All, then save
-                _run_all(page, server, mine, deadline)
-                _click_menu(page, "File", "Save Notebook")
-                saved = tmp_path / "notebooks" / mine
-                while True:
-                    nb = json.loads(saved.read_text())
-                    if nb["metadata"].get("widgets") and all(
-                            c.get("execution_count") for c in nb["cells"] if c["cell_type"] == "code"
-                            and "".join(c["source"]).strip()):
-                        break
-                    if time.monotonic() > deadline:
-                        pytest.fail(f"{mine} was not saved with its outputs and widget state; metadata keys: "
-                                    f"{sorted(nb['metadata'])}")
-                    time.sleep(0.5)
-                views = [o for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])
-                         if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
-                assert views, "the learner's own progress bar was not saved: this test needs a widget to check"
-                assert f"fp16lab: {mine}: dropped" in server.log_tail(200_000), \
-                    "lesson 02's closed progress bars (leave=False) were not dropped on save"
-                assert "fp16lab" not in nb["metadata"], "the saved copy must not claim the reference run"
-                stages["lesson 02 run and saved"] = time.monotonic() - t0
-                # 4. the kernel goes away (a new day, a restarted lab); reopen: no widget error
-                page.close()
-                status, sessions = _api(server, "GET", "sessions")
-                assert status == 200 and isinstance(sessions, list)
-                for sess in sessions:
-                    assert _api(server, "DELETE", f"sessions/{sess['id']}")[0] == 204
-                page = browser.new_page(viewport={"width": 1400, "height": 1000})
-                _open_notebook(page, server, mine, deadline)
-                text = ""
-                for _ in range(40):  # widgets load from the saved state once the page has settled
-                    text = page.locator(".jp-Notebook").inner_text()
-                    if "Loading widget" not in text:
-                        break
-                    time.sleep(0.5)
-                bad = [e for e in WIDGET_ERRORS if e in text]
-                state_ids = set(nb["metadata"]["widgets"].get(
-                    "application/vnd.jupyter.widget-state+json", {}).get("state", {}))
-                ids = [o["data"]["application/vnd.jupyter.widget-view+json"]["model_id"] for o in views]
-                assert not bad, (f"{mine} shows {bad} after a save and reopen; saved widget outputs: {len(ids)}, "
-                                 f"with saved state: {sum(i in state_ids for i in ids)}")
-                assert all(i in state_ids for i in ids), "the save kept a widget output without its state"
-                assert page.locator(".jp-Notebook .widget-progress, .jp-Notebook .jupyter-widgets").count() > 0, \
-                    "no progress bar was rendered from the saved widget state"
-                stages["reopened"] = time.monotonic() - t0
-                # 5. a student copy: Run All stops at the first unanswered check
-                _open_notebook(page, server, theirs, deadline)
-                state = _run_all(page, server, theirs, deadline, stops_at_error=True)
-                failed = [c for c in state["cells"] if c["errors"]]
-                assert failed, f"{theirs}: Run All ran through without stopping at an unanswered check"
-                first = failed[0]
-                assert first["source"].startswith("# NBVAL_RAISES_EXCEPTION") and \
-                    first["errors"][0]["ename"] == "AssertionError", _cell_text(first)
-                after = [c for c in state["cells"] if c["index"] > first["index"]]
-                before = [c for c in state["cells"] if c["index"] < first["index"] and c["source"].strip()]
-                assert after and all(c["count"] is None for c in after), "Run All went on past the check"
-                assert all(c["count"] for c in before), "cells before the first check did not all run"
-                stages["student copy"] = time.monotonic() - t0
-                # 6. the reference: read-only in the lab, refused by the server
-                state = _open_notebook(page, server, LESSON.name, deadline)
-                assert state["writable"] is False, "the reference lesson must be read-only in the lab"
-                page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Toolbar-item"
-                             "[data-jp-item-name='read-only-indicator']").first.wait_for(state="visible",
-                                                                                         timeout=20_000)
-                # its tab says "reference", the learner's copy of the same name does not
-                assert _tab_label(page, LESSON.name, deadline) == '"reference · "', page.evaluate(TAB_LABELS_JS)
-                assert _tab_label(page, mine, deadline) == "none", page.evaluate(TAB_LABELS_JS)
-                status, model = _api(server, "GET", f"contents/{LESSON.name}")
-                assert status == 200 and isinstance(model, dict) and model["writable"] is False
-                status, message = _api(server, "PUT", f"contents/{LESSON.name}", model)
-                assert status == 403 and f"work/{LESSON.name}" in str(message), (status, message)
-            except BaseException:
-                _screenshot_on_failure(page, tmp_path / "failure.png")
-                raise
-            finally:
-                browser.close()
-    finally:
-        server.stop()
-        assert server.proc.poll() is not None, "jupyter lab is still running after shutdown"
+    with lab_browser(root, tmp_path / "jupyter-home", tmp_path / "failure.png") as session:
+        server, page = session.server, session.page
+        # 1. the lab opens at the start page, rendered (not in the text editor)
+        page.goto(f"{server.base}/?token={server.token}", timeout=60_000)
+        heading = page.locator(".jp-RenderedMarkdown h1", has_text="start here")
+        heading.first.wait_for(state="visible", timeout=60_000)
+        assert "/lab/tree/README.md" in page.url, page.url
+        stages = {"start page": time.monotonic() - t0}
+        # 2. its link opens the learner's own copy of lesson 02
+        page.locator(".jp-RenderedMarkdown a", has_text="the AMP training loop").first.click()
+        state = _wait_for(page, lambda s: s["phase"] == "open" and s["kernel"] == "idle"
+                          and s["connection"] == "connected", "opening the lesson from the start page",
+                          deadline, mine)
+        assert state["cells"] and state["writable"] is True, "the learner's copy must be writable"
+        # 3. Run All, then save
+        _run_all(page, server, mine, deadline)
+        _click_menu(page, "File", "Save Notebook")
+        saved = tmp_path / "notebooks" / mine
+        while True:
+            nb = json.loads(saved.read_text())
+            if nb["metadata"].get("widgets") and all(
+                    c.get("execution_count") for c in nb["cells"] if c["cell_type"] == "code"
+                    and "".join(c["source"]).strip()):
+                break
+            if time.monotonic() > deadline:
+                pytest.fail(f"{mine} was not saved with its outputs and widget state; metadata keys: "
+                            f"{sorted(nb['metadata'])}")
+            time.sleep(0.5)
+        views = [o for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])
+                 if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+        assert views, "the learner's own progress bar was not saved: this test needs a widget to check"
+        assert f"fp16lab: {mine}: dropped" in server.log_tail(200_000), \
+            "lesson 02's closed progress bars (leave=False) were not dropped on save"
+        assert "fp16lab" not in nb["metadata"], "the saved copy must not claim the reference run"
+        stages["lesson 02 run and saved"] = time.monotonic() - t0
+        # 4. the kernel goes away (a new day, a restarted lab); reopen: no widget error
+        page.close()
+        status, sessions = _api(server, "GET", "sessions")
+        assert status == 200 and isinstance(sessions, list)
+        for sess in sessions:
+            assert _api(server, "DELETE", f"sessions/{sess['id']}")[0] == 204
+        page = session.new_page()
+        _open_notebook(page, server, mine, deadline)
+        text = ""
+        for _ in range(40):  # widgets load from the saved state once the page has settled
+            text = page.locator(".jp-Notebook").inner_text()
+            if "Loading widget" not in text:
+                break
+            time.sleep(0.5)
+        bad = [e for e in WIDGET_ERRORS if e in text]
+        state_ids = set(nb["metadata"]["widgets"].get(
+            "application/vnd.jupyter.widget-state+json", {}).get("state", {}))
+        ids = [o["data"]["application/vnd.jupyter.widget-view+json"]["model_id"] for o in views]
+        assert not bad, (f"{mine} shows {bad} after a save and reopen; saved widget outputs: {len(ids)}, "
+                         f"with saved state: {sum(i in state_ids for i in ids)}")
+        assert all(i in state_ids for i in ids), "the save kept a widget output without its state"
+        assert page.locator(".jp-Notebook .widget-progress, .jp-Notebook .jupyter-widgets").count() > 0, \
+            "no progress bar was rendered from the saved widget state"
+        stages["reopened"] = time.monotonic() - t0
+        # 5. a student copy: Run All stops at the first unanswered check
+        _open_notebook(page, server, theirs, deadline)
+        state = _run_all(page, server, theirs, deadline, stops_at_error=True)
+        failed = [c for c in state["cells"] if c["errors"]]
+        assert failed, f"{theirs}: Run All ran through without stopping at an unanswered check"
+        first = failed[0]
+        assert first["source"].startswith("# NBVAL_RAISES_EXCEPTION") and \
+            first["errors"][0]["ename"] == "AssertionError", _cell_text(first)
+        after = [c for c in state["cells"] if c["index"] > first["index"]]
+        before = [c for c in state["cells"] if c["index"] < first["index"] and c["source"].strip()]
+        assert after and all(c["count"] is None for c in after), "Run All went on past the check"
+        assert all(c["count"] for c in before), "cells before the first check did not all run"
+        stages["student copy"] = time.monotonic() - t0
+        # 6. the reference: read-only in the lab, refused by the server
+        state = _open_notebook(page, server, LESSON.name, deadline)
+        assert state["writable"] is False, "the reference lesson must be read-only in the lab"
+        page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Toolbar-item"
+                     "[data-jp-item-name='read-only-indicator']").first.wait_for(state="visible",
+                                                                                 timeout=20_000)
+        # its tab says "reference", the learner's copy of the same name does not
+        assert _tab_label(page, LESSON.name, deadline) == '"reference · "', page.evaluate(TAB_LABELS_JS)
+        assert _tab_label(page, mine, deadline) == "none", page.evaluate(TAB_LABELS_JS)
+        status, model = _api(server, "GET", f"contents/{LESSON.name}")
+        assert status == 200 and isinstance(model, dict) and model["writable"] is False
+        status, message = _api(server, "PUT", f"contents/{LESSON.name}", model)
+        assert status == 403 and f"work/{LESSON.name}" in str(message), (status, message)
     assert _digests(root) == reference_before, "a reference file changed during the session"
     assert _digests(NOTEBOOKS) == repo_before, "the repository's notebooks/ changed"
     seconds = time.monotonic() - t0
@@ -630,8 +637,6 @@ def test_the_chinese_lab_in_jupyterlab(tmp_path, capsys):
     """lab --lang zh: the Chinese start page in a Chinese interface -> the learner's copy of lesson 00 runs
     green from the Chinese menus, its checks say 正确 -> a wrong answer shows the Chinese hint -> the reference
     lesson's tab says 参考版."""
-    from playwright.sync_api import sync_playwright
-
     t0 = time.monotonic()
     deadline = t0 + ZH_BUDGET_S
     root = tmp_path / "notebooks"
@@ -639,53 +644,39 @@ def test_the_chinese_lab_in_jupyterlab(tmp_path, capsys):
     workspace.prepare(tmp_path, lang="zh")  # what `python -m fp16lab lab --lang zh` does first
     mine = f"work/zh/{ZH_LESSON.name}"
     index, wrong = _first_exercise(root / mine)
-    server = Server(root, tmp_path / "jupyter-home", lang="zh")
-    page = None
-    try:
-        server.wait_ready()
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=_chromium(), headless=True, args=CHROMIUM_FLAGS)
-            try:
-                page = browser.new_page(viewport={"width": 1400, "height": 1000})
-                # 1. the Chinese start page, rendered, in JupyterLab's Chinese interface
-                page.goto(f"{server.base}/?token={server.token}", timeout=60_000)
-                heading = page.locator(".jp-RenderedMarkdown h1").first
-                heading.wait_for(state="visible", timeout=60_000)
-                assert "/lab/tree/zh/README.md" in page.url, page.url
-                assert re.search(r"[\u4e00-\u9fff]", heading.inner_text()), heading.inner_text()
-                menus = page.locator(".lm-MenuBar-itemLabel")
-                labels = [menus.nth(i).inner_text() for i in range(menus.count())]
-                assert ZH_MENUS["File"] in labels, f"JupyterLab's menus are not in Chinese: {labels}"
-                # 2. the learner's Chinese copy of lesson 00: cleared, then Run All from the Chinese menu
-                _open_notebook(page, server, mine, deadline)
-                _click_menu(page, ZH_MENUS["Edit"], ZH_MENUS["Clear Outputs of All Cells"])
-                _wait_for(page, lambda s: all(c["count"] is None and not c["errors"] for c in s["cells"]),
-                          "clearing all outputs", deadline, mine)
-                _run_all(page, server, mine, deadline, menu=(ZH_MENUS["Run"], ZH_MENUS["Run All Cells"]))
-                verdict = page.locator(".jp-Notebook .jp-OutputArea-output", has_text="✓ " + tr("correct", lang="zh"))
-                assert verdict.count() > 0, "the checks' verdicts are not in Chinese: FP16LAB_LANG did not reach the kernel"
-                # 3. a wrong answer in the first exercise: its check shows the Chinese hint
-                page.evaluate(RUN_TWO_JS, [index, wrong])
-                state = _wait_for(page, lambda s: any(c["index"] == index + 1 and c["errors"] for c in s["cells"]),
-                                  "the check of the wrong answer failing", deadline, mine)
-                err = next(c for c in state["cells"] if c["index"] == index + 1)["errors"][0]
-                assert err["ename"] == "AssertionError" and err["evalue"].startswith("提示："), err
-                shown = page.locator(".jp-Notebook .jp-OutputArea-output", has_text=err["evalue"][:20])
-                shown.first.wait_for(state="visible", timeout=20_000)
-                # 4. the Chinese reference lesson's tab says 参考版, the learner's copy's does not
-                reference = f"zh/{ZH_LESSON.name}"
-                _open_notebook(page, server, reference, deadline)
-                assert _tab_label(page, reference, deadline) == f'"{tr("reference · ", lang="zh")}"', \
-                    page.evaluate(TAB_LABELS_JS)
-                assert _tab_label(page, mine, deadline) == "none", page.evaluate(TAB_LABELS_JS)
-            except BaseException:
-                _screenshot_on_failure(page, tmp_path / "failure.png")
-                raise
-            finally:
-                browser.close()
-    finally:
-        server.stop()
-        assert server.proc.poll() is not None, "jupyter lab is still running after shutdown"
+    with lab_browser(root, tmp_path / "jupyter-home", tmp_path / "failure.png", lang="zh") as session:
+        server, page = session.server, session.page
+        # 1. the Chinese start page, rendered, in JupyterLab's Chinese interface
+        page.goto(f"{server.base}/?token={server.token}", timeout=60_000)
+        heading = page.locator(".jp-RenderedMarkdown h1").first
+        heading.wait_for(state="visible", timeout=60_000)
+        assert "/lab/tree/zh/README.md" in page.url, page.url
+        assert re.search(r"[\u4e00-\u9fff]", heading.inner_text()), heading.inner_text()
+        menus = page.locator(".lm-MenuBar-itemLabel")
+        labels = [menus.nth(i).inner_text() for i in range(menus.count())]
+        assert ZH_MENUS["File"] in labels, f"JupyterLab's menus are not in Chinese: {labels}"
+        # 2. the learner's Chinese copy of lesson 00: cleared, then Run All from the Chinese menu
+        _open_notebook(page, server, mine, deadline)
+        _click_menu(page, ZH_MENUS["Edit"], ZH_MENUS["Clear Outputs of All Cells"])
+        _wait_for(page, lambda s: all(c["count"] is None and not c["errors"] for c in s["cells"]),
+                  "clearing all outputs", deadline, mine)
+        _run_all(page, server, mine, deadline, menu=(ZH_MENUS["Run"], ZH_MENUS["Run All Cells"]))
+        verdict = page.locator(".jp-Notebook .jp-OutputArea-output", has_text="✓ " + tr("correct", lang="zh"))
+        assert verdict.count() > 0, "the checks' verdicts are not in Chinese: FP16LAB_LANG did not reach the kernel"
+        # 3. a wrong answer in the first exercise: its check shows the Chinese hint
+        page.evaluate(RUN_TWO_JS, [index, wrong])
+        state = _wait_for(page, lambda s: any(c["index"] == index + 1 and c["errors"] for c in s["cells"]),
+                          "the check of the wrong answer failing", deadline, mine)
+        err = next(c for c in state["cells"] if c["index"] == index + 1)["errors"][0]
+        assert err["ename"] == "AssertionError" and err["evalue"].startswith("提示："), err
+        shown = page.locator(".jp-Notebook .jp-OutputArea-output", has_text=err["evalue"][:20])
+        shown.first.wait_for(state="visible", timeout=20_000)
+        # 4. the Chinese reference lesson's tab says 参考版, the learner's copy's does not
+        reference = f"zh/{ZH_LESSON.name}"
+        _open_notebook(page, server, reference, deadline)
+        assert _tab_label(page, reference, deadline) == f'"{tr("reference · ", lang="zh")}"', \
+            page.evaluate(TAB_LABELS_JS)
+        assert _tab_label(page, mine, deadline) == "none", page.evaluate(TAB_LABELS_JS)
     with capsys.disabled():
         print(f"\n[browser] Chinese lab: zh start page with the Chinese interface, {ZH_LESSON.name} run green from "
               f"the Chinese menus, a wrong answer showed the hint {err['evalue'][:30]!r}...; "
