@@ -52,6 +52,7 @@ def tr(msgid: str, /, *, lang: str | None = None, **fields: object) -> str:
 ZH: dict[str, str] = {
     # -- exercise verdicts and hints (fp16lab/course/answers) --------------------------------------------
     "correct": "正确",
+    "this check cannot run here: {reason}": "此检查无法在这里运行：{reason}",
     # lesson 00
     "Hint: assign both bf16_err and tol (floats)": "提示：请给 bf16_err 和 tol 都赋值（浮点数）",
     "Hint: bf16_err and tol must be Python floats: call .item() on a 0-d tensor":

@@ -63,6 +63,10 @@ def _expects_error(cell: Any) -> bool:
     return RAISES_TAG in cell_tags(cell) or marked
 
 
+# How a check rejects an answer: WrongAnswer (fp16lab.course.answers, a hint without a traceback) or a bare assert.
+_REJECTED = ("WrongAnswer", "AssertionError")
+
+
 def _error(cell: Any) -> dict[str, Any] | None:
     for o in cell.get("outputs", []):
         if o.get("output_type") == "error":
@@ -86,7 +90,7 @@ def _prove(ex: Exercise, err: dict[str, Any] | None, run: Callable[[str, int], A
     fail too; with the lesson's solution (which stays in the kernel for later cells) it must pass.
     ``run(source, index)`` executes a cell in the kernel and returns it with its outputs.
     """
-    if err is None or err.get("ename") != "AssertionError":
+    if err is None or err.get("ename") not in _REJECTED:
         got = "it passed" if err is None else f"it raised {_describe(err)}"
         raise AssertionError(f"{where}: the check must raise AssertionError on None, but {got}. Start it "
                              f"with e.g. `assert {ex.names[0]} is not None, '...'`. Check cell:\n{ex.check}")
@@ -125,7 +129,7 @@ def _reject_wrong(ex: Exercise, run: Callable[[str, int], Any], i: int, where: s
             raise AssertionError(f"{where}: wrong answer {k} does not even run (it must assign the answer):\n{src}\n"
                                  f"{_traceback(bad)}")
         e = _error(run(ex.check, i))
-        if e is None or e.get("ename") != "AssertionError":
+        if e is None or e.get("ename") not in _REJECTED:
             got = "it passed" if e is None else f"it raised {_describe(e)}"
             raise AssertionError(f"{where}: the check must reject wrong answer {k} with AssertionError, but {got}. "
                                  f"Wrong answer:\n{src}\nCheck cell:\n{ex.check}")

@@ -1,24 +1,50 @@
 """Exercise checks, out of the lessons' sight: a check cell shows the verdict and a hint, never the answer.
 
 One module per lesson (``fp16lab.course.answers.l07``); each check function takes the learner's
-values, compares them with what it computes itself, and calls :func:`verdict`. Every hint and
+values, compares them with what it computes itself, and ends in :func:`verdict`. Every hint and
 verdict goes through :func:`fp16lab.course.i18n.tr`, so ``FP16LAB_LANG=zh`` shows them in Chinese.
+
+A wrong answer raises :class:`WrongAnswer`. Jupyter (IPython) renders it through its
+``_render_traceback_``: the learner sees the hint alone, not a traceback whose source lines would show
+the checker's code, and so the answer. nbval still sees an error (student copies'
+``# NBVAL_RAISES_EXCEPTION`` keeps working), and pytest still shows the whole traceback.
 """
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 from fp16lab.course.i18n import tr
 
-__all__ = ["verdict"]
+__all__ = ["WrongAnswer", "verdict", "require", "cannot_check"]
 
 
-def verdict(ok: bool, hint: str, *, done: str | None = None) -> None:
-    """Raise AssertionError with ``hint`` when ``ok`` is false; else print ``done`` (one line, no answer).
+class WrongAnswer(AssertionError):
+    """A wrong or missing exercise answer; its one argument is the hint (already translated)."""
 
-    ``hint`` and ``done`` come already translated (``tr(...)`` at the call); ``done`` defaults to "correct".
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows instead of a traceback: the hint, nothing of the checker's source."""
+        return [f"✗ {self.args[0] if self.args else ''}"]
+
+
+def require(ok: object, hint: str) -> None:
+    """One part of a check: raise :class:`WrongAnswer` with ``hint`` unless ``ok``; print nothing when it holds.
+
+    Use it for every part but the last, so a partly wrong answer never shows a ✓ before it fails.
     """
-    if not isinstance(ok, bool):
-        ok = bool(ok)
-    if not ok:
-        raise AssertionError(hint)
+    if not bool(ok):
+        raise WrongAnswer(hint)
+
+
+def verdict(ok: object, hint: str, *, done: str | None = None) -> None:
+    """The last part of a check: :func:`require`, then print ``done`` (one line, no answer; default "correct").
+
+    ``hint`` and ``done`` come already translated (``tr(...)`` at the call).
+    """
+    require(ok, hint)
     print(f"✓ {tr('correct') if done is None else done}")
+
+
+def cannot_check(reason: str) -> NoReturn:
+    """Fail a check that lacks what it needs (no GPU and no reference, say): it says why instead of passing."""
+    raise WrongAnswer(tr("this check cannot run here: {reason}", reason=reason))
