@@ -29,6 +29,7 @@ __all__ = [
     "sequence_of",
     "module",
     "existing_path",
+    "file_to_write",
     "optimizer_holds",
     "notebook",
     "notebook_cell",
@@ -68,6 +69,7 @@ def function(name: str, value: object, what: str, *, n_args: int, optional: bool
     """
     _label(name)
     _flags(what=(what, str), n_args=(n_args, int), optional=(optional, bool), classes=(classes, bool))
+    non_negative_int("n_args", n_args)
     if value is None and optional:
         return None
     allowed = f"{what}{' or None' if optional else ''}"
@@ -121,8 +123,7 @@ def sequence_of(name: str, value: object, *, example: str = "['fp16']", item: "C
     """
     _label(name)
     _flags(example=(example, str), allow_empty=(allow_empty, bool), single=(single, bool))
-    if item is not None and not callable(item):
-        raise ValueError(f"item must be a function (name, entry) -> entry or None, got {_short(item)}")
+    function("item", item, "a function (name, entry) -> entry", n_args=2, optional=True)
     if single and isinstance(value, str):
         value = [value]
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable) or _is_tensor(value):
@@ -191,8 +192,9 @@ def integer_tensor(name: str, value: object, *, dims: "int | None" = None, dtype
     _label(name)
     _flags(shape=(shape, str))
     for opt_name, opt in (("dims", dims), ("high", high)):
-        if opt is not None and not _is_int(opt):
-            raise ValueError(f"{opt_name} must be an int or None, got {_short(opt)}")
+        if opt is not None and not (_is_int(opt) and int(opt) >= (0 if opt_name == "dims" else 1)):
+            bound = ">= 0" if opt_name == "dims" else ">= 1"
+            raise ValueError(f"{opt_name} must be an int {bound} or None, got {_short(opt)}")
     if dtypes is not None and not isinstance(dtypes, tuple):
         raise ValueError(f"dtypes must be a tuple of torch dtypes or None, got {_short(dtypes)}")
     if check_values is not None:
@@ -257,6 +259,18 @@ def existing_path(name: str, value: object, *, kind: str = "any") -> Path:
         raise ValueError(f"{name}: {str(p)!r} is a folder, not a file")
     if kind == "dir" and not p.is_dir():
         raise ValueError(f"{name}: {str(p)!r} is a file, not a folder")
+    return p
+
+
+def file_to_write(name: str, value: object) -> Path:
+    """``value`` (a str or os.PathLike) as the Path of a file to write: never an existing folder.
+
+    Whether its folder exists is the caller's rule (most writers create it); an existing folder
+    is refused here, so the write does not fail with IsADirectoryError after the work is done.
+    """
+    p = path(name, value)
+    if p.is_dir():
+        raise ValueError(f"{name}: {str(p)!r} is a folder; give the path of a file in it, e.g. {str(p / 'x.json')!r}")
     return p
 
 

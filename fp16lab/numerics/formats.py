@@ -169,7 +169,8 @@ def formats_table(formats: Iterable[FormatLike] = FORMATS) -> "pd.DataFrame":
     if isinstance(formats, torch.dtype):
         formats = [formats]
     items = sequence_of("formats", formats, example="['fp16', 'bf16']", single=True)  # a name: a list of one
-    infos = distinct("formats", [format_info(f) for f in items], key=lambda info: info.name)
+    infos = distinct("formats", [format_info(parse_format(f, name=f"formats[{i}]")) for i, f in enumerate(items)],
+                     key=lambda info: info.name)
     rows = [info.as_dict() for info in infos]
     return pd.DataFrame(rows).set_index("format")
 
