@@ -961,7 +961,13 @@ def test_the_results_pages_compile_modes_block_is_the_runs_table(tmp_path):
     rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in block[4:]}
     assert list(rows) == ["default", "reduce-overhead"], block
     assert rows["reduce-overhead"][1] == "ok" and rows["reduce-overhead"][3] == "2.5"  # median of 250/100, 245/100, 260/100
-    assert readme.compile_modes_block(tmp_path / "none.json").startswith("No compile-modes run is committed yet")
+    with pytest.raises(FileNotFoundError, match=r"path: '.*none\.json' does not exist"):
+        readme.compile_modes_block(tmp_path / "none.json")  # a file you name must exist: never "no run yet"
+    default, readme.COMPILE_MODES_RESULTS = readme.COMPILE_MODES_RESULTS, "results/none-yet.json"
+    try:  # only the default file may be missing: no run is committed yet
+        assert readme.compile_modes_block().startswith("No compile-modes run is committed yet")
+    finally:
+        readme.COMPILE_MODES_RESULTS = default
     plain = fake_run(["article", COMPILED], ["article", COMPILED], {"article": [1.0] * 3, COMPILED: [2.0] * 3})[0]
     with pytest.raises(ValueError, match="has no compile-mode rows"):
         readme.compile_modes_block(plain.save(tmp_path / "plain.json"))

@@ -182,7 +182,7 @@ def test_allocator_experiment_refuses_bad_conf(bad) -> None:
 
 
 @NO_CUDA
-def test_allocator_experiment_child_says_why_it_cannot_run() -> None:
+def test_allocator_experiment_without_cuda_says_why_before_starting_a_child() -> None:
     with pytest.raises(RuntimeError, match="no CUDA GPU"):
         allocator_experiment("expandable_segments:True", steps=2, timeout=120)
 

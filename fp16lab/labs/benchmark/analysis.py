@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from fp16lab.checks import instance, positive_float, positive_int, sequence_of, text
+from fp16lab.checks import instance, one_of, positive_float, positive_int, sequence_of, text
 from fp16lab.labs.benchmark.configs import COMPILED, RECOMMENDED, TRAIN_STEP, ModelArg, ModelSpec, parse_model
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "add_mfu",
     "Target",
     "TARGETS",
+    "QUANTITIES",
     "ratio_values",
     "summarise",
     "targets_table",
@@ -101,9 +103,21 @@ def add_mfu(frame: pd.DataFrame, flops_per_image: float, peak_tflops: float | No
 # ---------------------------------------------------------------- targets
 
 
+QUANTITIES = ("img_per_s", "img_per_s_min", "img_per_s_max", "step_ms", "peak_mem_gb", "peak_reserved_gb",
+              "first_step_s", "warmup_s", "tflops", "mfu")
+"""The measured columns of benchmark rows a ratio (and a :class:`Target`) can be taken of."""
+
+OPS = (">=", "<=")
+
+
 @dataclass(frozen=True)
 class Target:
-    """A project target: ``numerator``'s ``quantity`` over ``denominator``'s, ``op`` ``goal``."""
+    """A project target: ``numerator``'s ``quantity`` over ``denominator``'s, ``op`` ``goal``.
+
+    ``quantity`` is one of :data:`QUANTITIES`, ``op`` ``'>='`` or ``'<='``, ``goal`` a finite ratio
+    > 0; ``stretch`` (default None) a harder goal on the same side (>= goal for ``'>='``).
+    Checked when built: a target that could never be measured is refused, not reported.
+    """
 
     name: str
     numerator: str
@@ -112,6 +126,22 @@ class Target:
     op: str
     goal: float
     stretch: float | None = None
+
+    def __post_init__(self) -> None:
+        for field in ("name", "numerator", "denominator"):
+            if not text(field, getattr(self, field)).strip():
+                raise ValueError(f"{field} must be a non-empty str, got {getattr(self, field)!r}")
+        if self.numerator == self.denominator:
+            raise ValueError(f"numerator and denominator are the same config {self.numerator!r}: a ratio of a "
+                             "config to itself is 1 by definition; name two configs")
+        one_of("quantity", self.quantity, QUANTITIES)
+        one_of("op", self.op, OPS)
+        goal = positive_float("goal", self.goal)
+        if self.stretch is not None:
+            stretch = positive_float("stretch", self.stretch)
+            if (stretch < goal) if self.op == ">=" else (stretch > goal):
+                raise ValueError(f"stretch must be a harder goal than goal={goal:g} ({self.op} side), "
+                                 f"got {self.stretch!r}")
 
 
 TARGETS: tuple[Target, ...] = (
@@ -151,8 +181,10 @@ def ratio_values(
     """The ratio per interleaved round (when both were repeated), else the single-run ratio.
 
     Returns ``(values, source)``: ``source`` is ``'interleaved rounds'``, ``'single runs'`` or
-    ``''`` (no value: a configuration is missing, failed or was skipped). ``quantity`` is a column
-    of ``frame`` (``'img_per_s'``, ``'peak_mem_gb'``, ...); ``batch=None`` takes every batch size.
+    ``''`` (no value: a configuration failed or was skipped at that batch size). ``quantity`` is a
+    column of ``frame`` (``'img_per_s'``, ``'peak_mem_gb'``, ...; see :data:`QUANTITIES`);
+    ``batch=None`` takes every batch size. An empty frame, a config or batch size the run does not
+    have, or a quantity it did not measure is refused: it is a typo or the wrong run, never "no value".
     """
     f, num, den, q, b = _ratio_args(frame, numerator, denominator, quantity, batch)
     return _Ratios(f, b).values(num, den, q)
@@ -163,7 +195,21 @@ def _ratio_args(frame: object, numerator: object, denominator: object, quantity:
     """:func:`ratio_values`' arguments, checked once: names are strings, ``quantity`` a column of the rows."""
     num, den, q = text("numerator", numerator), text("denominator", denominator), text("quantity", quantity)
     b = None if batch is None else positive_int("batch", batch)
-    return _check_frame("frame", frame, (*_RATIO_COLUMNS, q)), num, den, q, b
+    f = _check_frame("frame", frame, _RATIO_COLUMNS)
+    if f.empty:
+        raise ValueError("frame has no rows: pass the rows of a benchmark run (run_benchmark(...).frame)")
+    one_of("quantity", q, QUANTITIES)
+    if q not in f.columns:
+        have = [c for c in QUANTITIES if c in f.columns]
+        raise ValueError(f"quantity {q!r}: frame lacks the column(s) [{q!r}]; it measured {', '.join(map(repr, have))}")
+    configs = sorted(map(str, f["config"].unique()))
+    for label, name in (("numerator", num), ("denominator", den)):
+        if name not in configs:
+            raise ValueError(f"{label} {name!r} is not a config of this run; its configs: {', '.join(configs)}")
+    if b is not None and b not in set(f["batch_size"]):
+        sizes = sorted(int(x) for x in f["batch_size"].unique())
+        raise ValueError(f"batch {b} is not a batch size of this run; its batch sizes: {sizes}")
+    return f, num, den, q, b
 
 
 _RATIO_COLUMNS = ("config", "status", "batch_size", "img_per_s")  # what a ratio reads besides its quantity
@@ -195,11 +241,25 @@ class _Ratios:
 
 
 def summarise(values: Sequence[float]) -> tuple[float, float, int]:
-    """``(median, spread, n)``: spread is the largest distance of any value from the median."""
+    """``(median, spread, n)``: spread is the largest distance of any value from the median.
+
+    ``values`` is a list of finite numbers (a NaN or inf is refused: it would sort in anywhere);
+    an empty list, what :func:`ratio_values` returns for a config that failed, gives
+    ``(nan, nan, 0)``: not measured.
+    """
+    values = sequence_of("values", values, example="[2.1, 1.9, 2.05]", allow_empty=True, item=_finite)
     if not values:
         return math.nan, math.nan, 0
     med = float(statistics.median(values))
     return med, max(abs(v - med) for v in values), len(values)
+
+
+def _finite(label: str, value: object) -> float:
+    """One entry of :func:`summarise`'s ``values``: a finite number (any sign: a ratio, a difference)."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(float(value))
+    if not ok:
+        raise ValueError(f"{label} must be a finite number, got {value!r} ({type(value).__name__})")
+    return float(value)  # type: ignore[arg-type]
 
 
 def _verdict(median: float, spread: float, op: str, goal: float) -> str:
@@ -224,6 +284,13 @@ def targets_table(
                           item=lambda name, t: instance(name, t, Target, "a Target (see TARGETS)"))
     if batch is not None:
         batch = positive_int("batch", batch)
+        if not frame.empty and batch not in set(frame["batch_size"]):
+            sizes = sorted(int(x) for x in frame["batch_size"].unique())
+            raise ValueError(f"batch {batch} is not a batch size of this run; its batch sizes: {sizes}")
+    for i, t in enumerate(targets):
+        if not frame.empty and t.quantity not in frame.columns:
+            raise ValueError(f"targets[{i}] ({t.name!r}) needs the column {t.quantity!r}, which frame lacks "
+                             "(tflops and mfu come from add_mfu)")
     if batch is None and not frame.empty and "batch_size" in frame:
         comp = frame[frame["part"] == "comparison"] if "part" in frame else frame
         batch = int(comp["batch_size"].iloc[0]) if len(comp) else None

@@ -13,8 +13,10 @@ from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
+import torch
 
 from fp16lab.checks import instance, positive_float, positive_int, sequence_of, text
+from fp16lab.labs.benchmark.measure import Session
 from fp16lab.timing import KINDS, gpu_kernels, kernel_kind
 
 __all__ = ["IDLE", "KINDS", "kernel_kind", "breakdown", "profile_steps"]  # KINDS, kernel_kind: from fp16lab.timing
@@ -28,10 +30,10 @@ def breakdown(kernels: Iterable[tuple[str, float]], steps: int, step_ms: float) 
 
     ``kernels`` are ``(name, total microseconds)`` over ``steps`` steps; ``step_ms`` is the step
     time measured without the profiler. The last row, :data:`IDLE`, is what the kernels leave of
-    the step (never below zero).
+    the step (never below zero). An empty ``kernels`` is refused: a profiled step always runs
+    kernels, so none means the profile recorded nothing (it would read as a step all idle).
     """
-    rows_in = sequence_of("kernels", kernels, example="[('sm90_xmma_gemm_f16f16', 120.0)]", item=_kernel,
-                          allow_empty=True)
+    rows_in = sequence_of("kernels", kernels, example="[('sm90_xmma_gemm_f16f16', 120.0)]", item=_kernel)
     steps = positive_int("steps", steps)
     step_ms = positive_float("step_ms", step_ms)
     per: dict[str, float] = {}
@@ -58,7 +60,13 @@ def profile_steps(session: Any, steps: int = 5) -> list[tuple[str, float]]:
     """``(kernel name, microseconds)`` of ``steps`` steps of an open session on a CUDA GPU.
 
     One warm-up step, then the steps under :func:`fp16lab.timing.gpu_kernels` (the GPU's own events only).
+    Default ``steps=5``.
     """
+    if not isinstance(session, Session) and not (isinstance(getattr(session, "dev", None), torch.device)
+                                                 and callable(getattr(session, "warm", None))):
+        raise ValueError(f"session must be an open benchmark Session (fp16lab.labs.benchmark.measure.Session: "
+                         f"its dev and warm(steps)), got {type(session).__name__}")
+    steps = positive_int("steps", steps)
     if session.dev.type != "cuda":
         raise ValueError(f"kernel profiles need a CUDA GPU; this session runs on {session.dev.type}")
     session.warm(1)

@@ -30,7 +30,15 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from fp16lab.checks import boolean, non_negative_int, one_of, positive_float, positive_int, sequence_of
+from fp16lab.checks import (
+    boolean,
+    non_negative_int,
+    one_of,
+    positive_float,
+    positive_int,
+    sequence_of,
+    values_readable,
+)
 from fp16lab.device import parse_device, resolve_device
 from fp16lab.hardware import gpu_facts
 from fp16lab.labs.fp8.scaling import quantize
@@ -56,6 +64,7 @@ class Fp8Support:
         return ("FP8: yes. " if self.ok else "FP8: no. ") + self.reason
 
 
+@functools.cache
 def _cpu_probe() -> bool:
     try:
         a = torch.ones(16, 16).to(torch.float8_e4m3fn)
@@ -100,6 +109,12 @@ def _check_operands(a: object, b: object) -> tuple[torch.Tensor, torch.Tensor]:
         raise ValueError(f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: a's columns must equal b's rows")
     if a.device != b.device:
         raise ValueError(f"a is on {a.device} and b on {b.device}: put both on one device")
+    for name, t in (("a", a), ("b", b)):
+        if t.numel() == 0:
+            raise ValueError(f"{name} is empty, shape {tuple(t.shape)}: an FP8 product needs at least one value to scale by")
+        if values_readable(t) and not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{name} holds {int((~torch.isfinite(t)).sum())} inf/NaN values; amax scaling needs finite "
+                             "values (find where they come from with fp16lab.debug.first_nonfinite)")
     return a, b
 
 
@@ -145,9 +160,11 @@ def scaled_mm_api(device: "torch.device | str" = "cpu", scaling: str = "tensorwi
     """The FP8 matmul entry point used on ``device``: public ``F.scaled_mm`` where it runs, else ``torch._scaled_mm``.
 
     Asked once per device and scaling (a 16×16 product); a GPU without FP8 gets ``torch._scaled_mm``'s name.
+    Defaults: ``device="cpu"``, ``scaling="tensorwise"``; ``device`` must exist here (it is asked, not named).
     """
-    dev = parse_device(device)
-    return _api_for(dev.type, dev.index, one_of("scaling", scaling, SCALINGS) == "rowwise")
+    rowwise = one_of("scaling", scaling, SCALINGS) == "rowwise"
+    dev = resolve_device(device)
+    return _api_for(dev.type, dev.index, rowwise)
 
 
 def _call(api: str, fa: torch.Tensor, fb: torch.Tensor, sa: torch.Tensor, sb: torch.Tensor, out_dtype: torch.dtype,
@@ -171,9 +188,12 @@ def _cpu_rowwise_kernel() -> bool:
 
 
 def scaled_mm_path(device: "torch.device | str", scaling: str = "tensorwise") -> str:
-    """What computes a ``scaling`` FP8 product on ``device``: the public or private operator, or the CPU emulation."""
-    dev = parse_device(device)
+    """What computes a ``scaling`` FP8 product on ``device``: the public or private operator, or the CPU emulation.
+
+    Default ``scaling="tensorwise"``; ``device`` must exist here (the answer comes from running a 16×16 product).
+    """
     one_of("scaling", scaling, SCALINGS)
+    dev = resolve_device(device)
     if dev.type == "cpu" and scaling == "rowwise" and not _cpu_rowwise_kernel():
         return EMULATED
     return scaled_mm_api(dev, scaling)
@@ -207,6 +227,9 @@ def scaled_matmul(
     boolean("use_fast_accum", use_fast_accum)
     if out_dtype not in _OUT_DTYPES:
         raise ValueError(f"out_dtype must be one of {', '.join(map(str, _OUT_DTYPES))}, got {out_dtype!r}")
+    support = fp8_capable(a.device)
+    if not support.ok:
+        raise ValueError(f"a and b are on {a.device}, which cannot run FP8 matmuls: {support.reason}")
     return _mm(*_quantized_operands(a, b, scaling), out_dtype, use_fast_accum)
 
 
@@ -223,11 +246,12 @@ def fp8_matmul_tflops(
     (:func:`scaled_mm_path`: on a CPU without a rowwise kernel the timing is the emulation's).
     """
     m, n, k = positive_int("m", m), positive_int("n", n), positive_int("k", k)
-    dev = resolve_device(device)
     one_of("scaling", scaling, SCALINGS)
     boolean("use_fast_accum", use_fast_accum)
     positive_float("min_run_time", min_run_time)
-    g = torch.Generator(device=dev).manual_seed(non_negative_int("seed", seed))
+    seed = non_negative_int("seed", seed)
+    dev = _fp8_device(device)
+    g = torch.Generator(device=dev).manual_seed(seed)
     a = torch.randn(m, k, device=dev, generator=g)
     b = torch.randn(k, n, device=dev, generator=g)
     fa, fb, sa, sb = _quantized_operands(a, b, scaling)
@@ -274,14 +298,11 @@ def fp8_matmul_sweep(
     """
     from tqdm.auto import tqdm
 
-    dev = resolve_device(device)
     shape_list = sequence_of("shapes", shapes, example="[4096, (4096, 4096, 8192)]", item=_shape)
     cfgs = _configs(configs)
     positive_float("min_run_time", min_run_time)
     boolean("progress", progress)
-    support = fp8_capable(dev)
-    if not support.ok:
-        raise ValueError(f"device {str(dev)!r} cannot run FP8 matmuls: {support.reason}")
+    dev = _fp8_device(device)
     bf16_peak, fp8_peak = _peaks(dev)
     rows: list[dict[str, object]] = []
     for m, n, k in tqdm(shape_list, desc="FP8 matmul sweep", disable=not progress, leave=False):
@@ -302,6 +323,15 @@ def fp8_matmul_sweep(
     frame.insert(3, "config", frame.kind + frame.use_fast_accum.map({True: ", fast accum", False: ""}))
     frame["pct_of_peak"] = 100.0 * frame["tflops"] / frame["peak_tflops"]
     return frame
+
+
+def _fp8_device(device: object) -> torch.device:
+    """``device`` when it exists here and runs FP8 matmuls (:func:`fp8_capable`); checked after the other arguments."""
+    dev = resolve_device(device)  # type: ignore[arg-type]
+    support = fp8_capable(dev)
+    if not support.ok:
+        raise ValueError(f"device {str(dev)!r} cannot run FP8 matmuls: {support.reason}")
+    return dev
 
 
 def _configs(configs: object) -> list[tuple[str, bool]]:

@@ -33,10 +33,10 @@ GRANULARITIES = ("tensor", "row")
 _EPS = 1e-12  # torchao's floor on amax: an all-zero tensor gets a finite scale
 
 
-def _fp8_format(fmt: object) -> str:
-    name = parse_format(fmt)  # type: ignore[arg-type]
+def _fp8_format(fmt: object, label: str = "fmt") -> str:
+    name = parse_format(fmt, name=label)  # type: ignore[arg-type]
     if name not in FP8_FORMATS:
-        raise ValueError(f"fmt must be an FP8 format, one of {', '.join(map(repr, FP8_FORMATS))}; got {fmt!r}")
+        raise ValueError(f"{label} must be an FP8 format, one of {', '.join(map(repr, FP8_FORMATS))}; got {fmt!r}")
     return name
 
 
@@ -52,8 +52,8 @@ def _float_tensor(name: str, x: object) -> torch.Tensor:
     return x
 
 
-def _names(name: str, values: object, allowed: "Sequence[str]", parse: "Callable[[object], str]") -> list[str]:
-    return distinct(name, sequence_of(name, values, example=f"[{allowed[0]!r}]", item=lambda _, v: parse(v)))
+def _names(name: str, values: object, allowed: "Sequence[str]", parse: "Callable[[str, object], str]") -> list[str]:
+    return distinct(name, sequence_of(name, values, example=f"[{allowed[0]!r}]", item=parse))
 
 
 def _what(x: object) -> str:
@@ -176,8 +176,8 @@ def scaling_table(
     bad_keys = [k for k in tensors if not isinstance(k, str) or not k]
     if bad_keys:
         raise ValueError(f"tensors must map names (non-empty strings) to tensors; got keys {bad_keys!r}")
-    fmt_list = _names("fmts", fmts, FP8_FORMATS, _fp8_format)
-    gran_list = _names("granularities", granularities, GRANULARITIES, lambda g: one_of("granularities", g, GRANULARITIES))
+    fmt_list = _names("fmts", fmts, FP8_FORMATS, lambda label, f: _fp8_format(f, label))
+    gran_list = _names("granularities", granularities, GRANULARITIES, lambda label, g: one_of(label, g, GRANULARITIES))
     items = {k: _float_tensor(f"tensors[{k!r}]", v) for k, v in tensors.items()}
     rows = []
     for name, x in items.items():

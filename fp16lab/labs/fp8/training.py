@@ -21,12 +21,14 @@ from torch import nn
 from fp16lab.checks import (
     boolean,
     distinct,
+    function,
     instance,
     non_negative_int,
     one_of,
     positive_float,
     positive_int,
     sequence_of,
+    text,
 )
 from fp16lab.course.runtime.results import Measured, load_reference, measure_or_reference
 from fp16lab.data import SyntheticLanguage
@@ -47,9 +49,10 @@ def _config_name(precision: str, recipe: str | None) -> str:
 
 
 def _check_factory(make_model: object) -> None:
-    if isinstance(make_model, nn.Module) or not callable(make_model):
+    if isinstance(make_model, nn.Module):
         raise ValueError(f"make_model must be a function returning a fresh GPT (each run needs a new one), "
-                         f"got {type(make_model).__name__}")
+                         f"got a model ({type(make_model).__name__}): pass e.g. lambda: GPT(cfg)")
+    function("make_model", make_model, "a function of no arguments returning a fresh GPT", n_args=0, classes=True)
 
 
 def _check_fp8_layers(make_model: ModelFactory, module_filter: Any) -> None:
@@ -100,11 +103,11 @@ def fp8_measure(
     """
     from fp16lab.course.runtime.quick import live_gpu
 
+    text("name", name)
+    function("measure", measure, "a function of no arguments returning a DataFrame", n_args=0)
     boolean("needs_torchao", needs_torchao)
     boolean("gpu_only", gpu_only)
     dev = resolve_device(device)
-    if not callable(measure):
-        raise ValueError(f"measure must be a function returning a DataFrame, got {measure!r}")
     measure = _checked(measure)
     if gpu_only and not live_gpu():
         return measure_or_reference(name, measure)  # quick mode or no GPU: the reference

@@ -108,9 +108,8 @@ def datasheet_bandwidth(gpu_name: str, memory_gib: float | None = None) -> float
 
     if not isinstance(gpu_name, str) or not gpu_name.strip():
         raise ValueError(f"gpu_name must be a GPU name such as 'NVIDIA H200', got {gpu_name!r}")
-    if memory_gib is not None and (isinstance(memory_gib, bool) or not isinstance(memory_gib, (int, float))
-                                   or not memory_gib > 0):
-        raise ValueError(f"memory_gib must be a number of GiB > 0 or None, got {memory_gib!r}")
+    if memory_gib is not None:
+        memory_gib = positive_float("memory_gib", memory_gib)  # a finite number of GiB > 0
     peak = peak_for(gpu_name)
     if peak is None:
         return None

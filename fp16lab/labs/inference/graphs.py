@@ -125,6 +125,21 @@ def _run_eagerly_once(model: Callable[..., Any], example_args: tuple[Any, ...]) 
         raise
 
 
+def _check_example_args(model: Callable[..., Any], example_args: tuple[Any, ...]) -> None:
+    """``model`` can be called with ``example_args`` (by its signature, where it has one): else the error names them."""
+    target = model.forward if isinstance(model, nn.Module) else model
+    try:
+        sig = inspect.signature(target)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind(*example_args)
+    except TypeError as exc:
+        raise ValueError(f"example_args: {len(example_args)} given, but {type(model).__name__}{sig} cannot be called "
+                         f"with them ({exc}); pass the model's inputs after it, e.g. "
+                         "compile_for_inference(model, x)") from None
+
+
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
@@ -158,6 +173,7 @@ def compile_for_inference(
     if backend not in known:
         raise ValueError(f"backend {backend!r} is not a torch.compile backend here; allowed: {', '.join(map(repr, known))}")
     calls = positive_int("calls", calls)
+    _check_example_args(model, example_args)
     devices = {a.device for a in example_args if isinstance(a, torch.Tensor)}
     _run_eagerly_once(model, example_args)
     fn = torch.compile(model, mode=mode, backend=backend)

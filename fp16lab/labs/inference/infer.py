@@ -32,12 +32,14 @@ from torch import nn
 from fp16lab.checks import (
     boolean,
     distinct,
+    function,
     instance,
     non_negative_int,
     one_of,
     positive_float,
     positive_int,
     sequence_of,
+    values_readable,
 )
 from fp16lab.device import free_memory, is_oom, resolve_device
 from fp16lab.precision import Precision, autocast, parse_precision, precision_context
@@ -274,8 +276,7 @@ def _plan(model: object, make_input: object, batch_sizes: object, precisions: Se
           channels_last: Sequence[bool], device: object, min_run_time: object, warmup: object, timer: object,
           gpu_busy: object) -> _SweepPlan:
     instance("model", model, nn.Module, "a torch.nn.Module")
-    if not callable(make_input):
-        raise ValueError(f"make_input must be a function batch_size -> input tensor, got {make_input!r}")
+    maker = function("make_input", make_input, "a function batch_size -> input tensor", n_args=1)
     batches = distinct("batch_sizes", sequence_of("batch_sizes", batch_sizes, example="[1, 8, 64]", item=positive_int))
     vs = variants(precisions, modes, channels_last)
     dev = resolve_device(device)  # type: ignore[arg-type]
@@ -286,7 +287,7 @@ def _plan(model: object, make_input: object, batch_sizes: object, precisions: Se
     plan = _SweepPlan(batches, vs, dev, positive_float("min_run_time", min_run_time), non_negative_int("warmup", warmup),
                       timer, busy)
     for b in batches:  # every size: a wrong batch would make items/s silently wrong
-        _check_input(make_input, b, {v.channels_last for v in vs})
+        _check_input(maker, b, {v.channels_last for v in vs})
     return plan
 
 
@@ -455,10 +456,12 @@ def precision_agreement(
     instance("inputs", inputs, torch.Tensor, "a tensor of input samples")
     if inputs.dim() == 0 or inputs.shape[0] == 0:
         raise ValueError(f"inputs must hold at least one sample, got shape {tuple(inputs.shape)}")
+    if values_readable(inputs) and inputs.is_floating_point() and not bool(torch.isfinite(inputs).all()):
+        raise ValueError(f"inputs holds {int((~torch.isfinite(inputs)).sum())} inf/NaN values: the FP32 reference "
+                         "would not be finite either, so nothing could be compared")
     if targets is not None and (not isinstance(targets, torch.Tensor) or targets.shape[:1] != inputs.shape[:1]):
         raise ValueError(f"targets must be a tensor with one entry per input sample, got {targets!r:.80}")
-    if loss_fn is not None and not callable(loss_fn):
-        raise ValueError(f"loss_fn must be a function (outputs, targets) -> loss, got {loss_fn!r}")
+    function("loss_fn", loss_fn, "a function (outputs, targets) -> loss", n_args=2, optional=True)
     if loss_fn is not None and targets is None:
         raise ValueError("loss_fn needs targets (the loss is loss_fn(outputs, targets)); pass targets or drop loss_fn")
     vs = [v for v in variants(precisions, modes) if v.precision in _LOW]
@@ -474,7 +477,14 @@ def precision_agreement(
             rows.append({**base, "status": "unsupported on this device"})
             continue
         m = _prepare(model, v, dev)
-        out = _outputs(m, inputs, v, dev, bs)
+        try:
+            out = _outputs(m, inputs, v, dev, bs)
+        except Exception as exc:
+            if ref is not None or is_oom(exc):
+                raise
+            raise ValueError(f"inputs: the model fails on them in true FP32 ({type(exc).__name__}: "
+                             f"{str(exc).splitlines()[0][:160] if str(exc) else ''}); pass inputs of the shape and "
+                             f"dtype the model takes, got {inputs.dtype} {tuple(inputs.shape)}") from exc
         ref = out if ref is None else ref  # the FP32 reference comes first
         rows.append({**base, "status": "ok", "weight_mib": weight_bytes(m) / 2**20,
                      **_compare(out, ref, targets, loss_fn)})

@@ -37,7 +37,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from fp16lab.checks import non_negative_int, positive_float, positive_int, sequence_of
+from fp16lab.checks import function, non_negative_int, positive_float, positive_int, sequence_of
 from fp16lab.device import free_memory, is_oom, resolve_device
 
 __all__ = [
@@ -197,8 +197,7 @@ def run_or_oom(fn: Callable[[], Mapping[str, Any]], device: "torch.device | str 
     default: the CUDA GPU when there is one). Any other error propagates. ``labels`` may not be
     named ``oom`` or ``error`` (the row's own columns), and neither may a key of ``fn()``'s dict be ``oom``.
     """
-    if not callable(fn):
-        raise ValueError(f"fn must be a function returning a dict, got {fn!r}")
+    function("fn", fn, "a function of no arguments returning a dict", n_args=0)
     dev = resolve_device(device) if device is not None else None
     clash = [k for k in ("oom", "error") if k in labels]
     if clash:
@@ -333,6 +332,9 @@ def allocator_experiment(
             "--unit-mib", repr(positive_float("unit_mib", unit_mib)), "--seed", str(non_negative_int("seed", seed)),
             "--empty-cache-every", ",".join(map(str, everies))]
     timeout = positive_float("timeout", timeout)
+    if not torch.cuda.is_available():  # said here, before a child process starts only to find out
+        raise RuntimeError("allocator_experiment measures the CUDA caching allocator, but no CUDA GPU is visible "
+                           "here; run it on a CUDA GPU (lesson 05 shows the committed reference elsewhere)")
     cmd = [sys.executable, "-m", "fp16lab.labs.memory.allocator", "workload", *args]
     done = subprocess.run(cmd, env=_child_env(alloc_conf), capture_output=True, text=True, timeout=timeout, check=False)
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]

@@ -153,16 +153,12 @@ def _parse(model: object, precision: object, loss_fn: object, optimizer: object,
            warmup_steps: object, restore: object, what: str) -> _Step:
     m = check_module(model)
     check_trainable(m)
+    p = parse_precision(precision)  # type: ignore[arg-type]  # every argument first, then the device
+    loss, opt = check_loss_fn(loss_fn), check_optimizer_factory(optimizer)
+    warm, keep = non_negative_int("warmup_steps", warmup_steps), boolean("restore", restore)
     dev = _cuda_device(m, device, what)  # type: ignore[arg-type]
-    return _Step(
-        model=m,
-        precision=check_precision(precision, dev),
-        device=dev,
-        loss_fn=check_loss_fn(loss_fn),
-        optimizer=check_optimizer_factory(optimizer),
-        warmup_steps=non_negative_int("warmup_steps", warmup_steps),
-        restore=boolean("restore", restore),
-    )
+    return _Step(model=m, precision=check_precision(p, dev), device=dev, loss_fn=loss, optimizer=opt,
+                 warmup_steps=warm, restore=keep)
 
 
 def step_peak_memory(
@@ -189,9 +185,9 @@ def step_peak_memory(
     when the gradients stay non-finite at every scale, and lets a CUDA out-of-memory error
     propagate (see :func:`fp16lab.debug.max_batch_size`).
     """
-    s = _parse(model, precision, loss_fn, optimizer, device, warmup_steps, restore, "step_peak_memory")
     x, y = split_batch(batch)
     check_batch(x, "batch inputs")
+    s = _parse(model, precision, loss_fn, optimizer, device, warmup_steps, restore, "step_peak_memory")
     x, y = to_device(x, s.device), to_device(y, s.device)
     with restored(s.model, s.restore):
         return _measure(s, x, y)
@@ -215,11 +211,12 @@ def memory_sweep(
     arguments are :func:`step_peak_memory`'s. A point that runs out of memory is a row
     with ``oom=True`` (memory freed, the sweep goes on). Defaults: fp32 and fp16.
     """
-    base = _parse(model, "fp32", loss_fn, optimizer, device, warmup_steps, restore, "memory_sweep")
     check_make_batch(make_batch)
     sizes = sequence_of("batch_sizes", batch_sizes, example="[8, 16, 32]", item=positive_int)
-    precs = sequence_of("precisions", precisions, example="['fp32', 'fp16']",
-                        item=lambda name, p: check_precision(parse_precision(p, name=name), base.device))
+    names = sequence_of("precisions", precisions, example="['fp32', 'fp16']",
+                        item=lambda name, p: parse_precision(p, name=name))
+    base = _parse(model, "fp32", loss_fn, optimizer, device, warmup_steps, restore, "memory_sweep")
+    precs = [check_precision(p, base.device) for p in names]
     steps = [_Step(base.model, p, base.device, base.loss_fn, base.optimizer, base.warmup_steps, base.restore)
              for p in precs]
     rows: list[dict[str, Any]] = []

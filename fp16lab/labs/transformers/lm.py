@@ -27,6 +27,7 @@ from torch import nn
 
 from fp16lab.checks import (
     boolean,
+    function,
     instance,
     integer_tensor,
     non_negative_int,
@@ -340,8 +341,7 @@ def sdpa_kernel_ran(fn: Callable[[], object]) -> str:
     """
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    if not callable(fn):
-        raise ValueError(f"fn must be a function of no arguments that runs attention, got {fn!r}")
+    function("fn", fn, "a function of no arguments that runs attention", n_args=0)
     seen: list[str] = []
 
     class _Names(TorchDispatchMode):

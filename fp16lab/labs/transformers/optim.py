@@ -53,6 +53,7 @@ class AdamW16(torch.optim.Optimizer):
         if isinstance(params, (torch.Tensor, nn.Module, str, dict)) or not isinstance(params, Iterable):
             raise ValueError("params must be an iterable of tensors or of param-group dicts (e.g. model.parameters()), "
                              f"got {type(params).__name__}")
+        params = _param_list(params)
         super().__init__(params, defaults)
         self.update = update
         self.rounded_away = torch.zeros(())
@@ -109,6 +110,28 @@ class AdamW16(torch.optim.Optimizer):
         if lost:
             self.rounded_away = torch.stack(lost).sum() / total
         return loss
+
+
+def _param_list(params: Iterable[Any]) -> list[Any]:
+    """``params`` as a list, each entry a leaf floating-point tensor or a param-group dict with ``'params'``.
+
+    Checked here so that a wrong entry is named, not refused from deep inside ``torch.optim``.
+    """
+    items = list(params)
+    if not items:
+        raise ValueError("params is empty: pass the parameters to train, e.g. AdamW16(model.parameters()) "
+                         "(a model without parameters, or an iterator already used up, gives none)")
+    for i, p in enumerate(items):
+        if isinstance(p, dict):
+            if "params" not in p:
+                raise ValueError(f"params[{i}] is a param group without 'params': {sorted(p)!r}")
+            continue
+        if not isinstance(p, torch.Tensor):
+            raise ValueError(f"params[{i}] must be a tensor (a parameter) or a param-group dict, got {type(p).__name__}")
+        if not p.is_floating_point() or not p.is_leaf:
+            why = f"dtype {p.dtype}" if not p.is_floating_point() else "a non-leaf tensor (computed from others)"
+            raise ValueError(f"params[{i}] must be a leaf floating-point tensor (a model's parameter), got {why}")
+    return items
 
 
 def _hyperparameters(values: dict[str, Any], where: str) -> dict[str, Any]:
