@@ -31,11 +31,29 @@ def test_record_replaces_the_same_lesson_and_profile(tmp_path):
     assert json.loads(path.read_text())["rows"][0]["lesson"] == "02_x"
 
 
+def _empty_matrix(tmp_path):
+    """A recorded matrix with no rows yet (a path that does not exist is refused, never read as empty)."""
+    path = tmp_path / "empty.json"
+    path.write_text('{"rows": []}')
+    return path
+
+
+def test_a_named_matrix_must_exist_and_be_a_matrix(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"path: '.*none\.json' does not exist"):
+        portability.load_matrix(tmp_path / "none.json")
+    (tmp_path / "bad.json").write_text("not json")
+    with pytest.raises(ValueError, match=r"path: '.*bad\.json' is not a portability matrix"):
+        portability.load_matrix(tmp_path / "bad.json")
+    with pytest.raises(ValueError, match="rows is empty"):
+        portability.record([], tmp_path / "new.json")
+    assert not (tmp_path / "new.json").exists()
+
+
 def test_table_marks_older_code_and_missing_runs(tmp_path):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
     lesson = tmp_path / "02_x.ipynb"
     nbformat.write(nb, lesson)
-    frame = portability.load_matrix(tmp_path / "none.json")
+    frame = portability.load_matrix(_empty_matrix(tmp_path))
     frame.loc[0] = _row("02_x", "none", digest=code_digest(nb), seconds=12.0)
     frame.loc[1] = _row("02_x", "t4", "failed", digest="old")
     table = portability.matrix_table(frame, [lesson])
@@ -79,9 +97,9 @@ def test_record_and_table_refuse_what_is_not_a_matrix(tmp_path):
     with pytest.raises(ValueError, match=r"frame must be a portability matrix \(load_matrix\(\)\) or None"):
         portability.matrix_table([_row("02_x", "t4")], [lessons()[0]])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="frame lacks the column.s. jobs of a portability matrix"):
-        portability.matrix_table(portability.load_matrix(path).drop(columns=["jobs"]), [lessons()[0]])
+        portability.matrix_table(portability.load_matrix(_empty_matrix(tmp_path)).drop(columns=["jobs"]), [lessons()[0]])
     with pytest.raises(ValueError, match=r"lessons must be a list, got '02_x.ipynb' \(str\)"):
-        portability.matrix_table(portability.load_matrix(path), "02_x.ipynb")  # type: ignore[arg-type]
+        portability.matrix_table(portability.load_matrix(_empty_matrix(tmp_path)), "02_x.ipynb")  # type: ignore[arg-type]
 
 
 def test_cli_run_without_a_gpu_says_why(monkeypatch):
@@ -108,7 +126,7 @@ def test_table_says_when_lessons_shared_the_gpu(tmp_path):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
     lesson = tmp_path / "02_x.ipynb"
     nbformat.write(nb, lesson)
-    frame = portability.load_matrix(tmp_path / "none.json")
+    frame = portability.load_matrix(_empty_matrix(tmp_path))
     frame.loc[0] = _row("02_x", "none", digest=code_digest(nb)) | {"jobs": 1}
     frame.loc[1] = _row("02_x", "t4", "failed", digest=code_digest(nb)) | {"jobs": 5}
     frame.loc[2] = _row("02_x", "rtx3060", digest=code_digest(nb))  # recorded before the column: one at a time

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fp16lab.checks import existing_path, path, positive_int, sequence_of
+from fp16lab.checks import existing_path, file_to_write, positive_int, sequence_of
 from fp16lab.course import paths as _paths
 from fp16lab.course.student import cell_source, exercises
 
@@ -39,8 +39,18 @@ def _title(nb: Any, fallback: str) -> str:
     return fallback
 
 
-def _load_timings(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+def _load_timings(path: Path, name: str = "timings_file") -> dict[str, Any]:
+    """The timings file's table ({} while it does not exist yet); another file is refused naming ``name``."""
+    table = _paths.read_json(name, path, "a timings file (notebooks/student/timings.json)", missing={})
+    if not isinstance(table, dict):
+        raise ValueError(f"{name}: {str(path)!r} is not a timings file (a JSON object of lessons)")
+    return table
+
+
+def _lesson_files(paths: object) -> list[Path]:
+    """``paths`` of :func:`record_timings` and :func:`time_quick_mode`: existing lesson notebooks."""
+    return sequence_of("paths", paths, example="['notebooks/02_amp_training_loop.ipynb']",
+                       item=_paths.notebook_path)
 
 
 def record_timings(
@@ -50,18 +60,16 @@ def record_timings(
 
     The file keeps one entry per lesson and mode ("quick"/"full"), so the quick-mode CPU time
     survives when the lesson's outputs are later replaced by a full-mode GPU run.
-    Default file: notebooks/student/timings.json. Returns the updated table.
+    Default file: notebooks/student/timings.json (created with its folder when missing). Default
+    ``paths=None``: every lesson (and lessons no longer there are dropped). Returns the updated table.
     """
-    import nbformat
-
-    tfile = _paths.timings_file() if timings_file is None else path("timings_file", timings_file)
+    tfile = _paths.timings_file() if timings_file is None else file_to_write("timings_file", timings_file)
     table = _load_timings(tfile)
-    todo = sequence_of("paths", paths, example="['notebooks/02_amp_training_loop.ipynb']", item=path) \
-        if paths is not None else _paths.lessons()
+    todo = _lesson_files(paths) if paths is not None else _paths.lessons()
+    notebooks = [_paths.read_notebook(f"paths[{i}]", lesson) for i, lesson in enumerate(todo)]  # all, before writing
     if not paths:  # forget lessons that no longer exist
         table = {k: v for k, v in table.items() if k in {p.name for p in todo}}
-    for lesson in todo:
-        nb = nbformat.read(lesson, as_version=4)
+    for lesson, nb in zip(todo, notebooks, strict=True):
         meta = nb.metadata.get("fp16lab") or {}
         entry = table.setdefault(lesson.name, {})
         entry["title"] = _title(nb, lesson.stem)
@@ -96,10 +104,9 @@ def time_quick_mode(
 
     from fp16lab.course.env import run_metadata
 
-    lessons = _paths.lessons() if paths is None else sequence_of(
-        "paths", paths, example="['notebooks/02_amp_training_loop.ipynb']",
-        item=lambda name, p: existing_path(name, p, kind="file"))
-    tfile = _paths.timings_file() if timings_file is None else path("timings_file", timings_file)
+    lessons = _paths.lessons() if paths is None else _lesson_files(paths)
+    tfile = _paths.timings_file() if timings_file is None else file_to_write("timings_file", timings_file)
+    _load_timings(tfile)  # a file that is not a timings table is refused now, not after the first run
     timeout = positive_int("timeout", timeout)  # all checked before the first (long) run
     measured: dict[str, float] = {}
     old = os.environ.get("FP16LAB_QUICK")
@@ -143,9 +150,8 @@ def agenda_table(timings_file: "str | Path | None" = None) -> str:
     """The agenda as a markdown table: lesson, measured quick-mode and full-mode run times.
 
     A missing timings file is an error (a wrong path must not read as "not measured yet").
+    Default: notebooks/student/timings.json.
     """
-    from fp16lab.checks import existing_path
-
     table = _load_timings(existing_path("timings_file", _paths.timings_file() if timings_file is None
                                         else timings_file, kind="file"))
     rows = [
@@ -174,9 +180,13 @@ def agenda_table(timings_file: "str | Path | None" = None) -> str:
 
 
 def update_agenda(guide: "str | Path | None" = None, timings_file: "str | Path | None" = None) -> bool:
-    """Rewrite the table between the agenda markers of the instructor guide; True if it changed."""
-    g = _paths.instructors_guide() if guide is None else path("guide", guide)
-    return _paths.replace_block(g, AGENDA_START, AGENDA_END, agenda_table(timings_file))
+    """Rewrite the table between the agenda markers of the instructor guide; True if it changed.
+
+    Defaults: notebooks/INSTRUCTORS.md and notebooks/student/timings.json; both must exist.
+    """
+    g = _paths.instructors_guide() if guide is None else existing_path("guide", guide, kind="file")
+    table = agenda_table(timings_file)
+    return _paths.replace_block(g, AGENDA_START, AGENDA_END, table, name="guide")
 
 
 def agenda_problems(root: "str | Path | None" = None) -> list[str]:

@@ -188,6 +188,9 @@ def set_reference_note(nb: Any, *, meta: dict[str, Any] | None = None, copy: boo
     copy = checks.boolean("copy", copy)
     if meta is not None:
         checks.instance("meta", meta, dict, "a stamp dict (nb.metadata['fp16lab']) or None")
+        if not meta:
+            raise ValueError("meta is empty ({}): pass a stamp dict (nb.metadata['fp16lab']), or None to use the "
+                             "notebook's own")
     return _set_note(nb, meta if meta is not None else nb.metadata.get(KEY), copy, lang)
 
 
@@ -241,8 +244,9 @@ def execute(path: "str | Path", *, timeout: int = 1200) -> float:
     import nbformat
     from nbclient import NotebookClient
 
-    p = checks.path("path", path)
-    nb = nbformat.read(p, as_version=4)
+    p = _paths.notebook_path("path", path)
+    timeout = checks.positive_int("timeout", timeout)
+    nb = _paths.read_notebook("path", p)
     first = _first_code(nb)
     if first is not None:
         _refuse_checked_output(first)  # before the (long) run, not after it
@@ -263,9 +267,7 @@ def stale(path: "str | Path") -> str | None:
 
     Stale: no stamp, code changed after the stamp, or the reference note missing or outdated.
     """
-    import nbformat
-
-    nb = nbformat.read(checks.path("path", path), as_version=4)
+    nb = _paths.read_notebook("path", path)
     meta = nb.metadata.get(KEY)
     if not meta or "code_sha256" not in meta:
         return "no fp16lab metadata: run `python -m fp16lab outputs run` on it"

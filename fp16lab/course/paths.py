@@ -11,8 +11,9 @@ import argparse
 import os
 import re
 from pathlib import Path
+from typing import Any
 
-from fp16lab.checks import existing_path, path
+from fp16lab.checks import existing_path, path, sequence_of
 from fp16lab.checks import text as checks_text
 
 __all__ = [
@@ -30,6 +31,10 @@ __all__ = [
     "LESSON_GLOB",
     "CURRICULUM",
     "notebook_file",
+    "notebook_path",
+    "read_notebook",
+    "lesson_files",
+    "read_json",
     "replace_block",
     "positive_seconds",
 ]
@@ -103,15 +108,23 @@ def repo_root(start: "str | Path | None" = None) -> Path:
             return found
     where = " nor above ".join(repr(str(s)) for s in starts)
     raise FileNotFoundError(
-        f"no fp16lab repository found above {where} (looked for a pyproject.toml with [project] "
+        f"{'start: ' if start is not None else ''}no fp16lab repository found above {where} (looked for a pyproject.toml with [project] "
         f"name = {PROJECT_NAME!r}). Run the command from inside your clone of the repository, "
         f"or set {ROOT_ENV}=/path/to/the/clone."
     )
 
 
+def _root(root: "str | Path | None") -> Path:
+    """``root`` when it is an existing folder (default: :func:`repo_root`); a typo is an error, not an empty tree."""
+    return repo_root() if root is None else existing_path("root", root, kind="dir")
+
+
 def notebooks_dir(root: "str | Path | None" = None) -> Path:
-    """``notebooks/``: the lessons, the start page and the instructor guide."""
-    return (repo_root() if root is None else path("root", root)) / "notebooks"
+    """``notebooks/``: the lessons, the start page and the instructor guide.
+
+    ``root`` (default None: :func:`repo_root`) must be an existing folder, as for every folder below.
+    """
+    return _root(root) / "notebooks"
 
 
 def student_dir(root: "str | Path | None" = None) -> Path:
@@ -155,6 +168,61 @@ def notebook_file(value: str) -> Path:
     return p
 
 
+def notebook_path(name: str, value: object) -> Path:
+    """``value`` as the Path of an existing ``.ipynb`` file; a missing path or another file is refused naming ``name``."""
+    p = existing_path(name, value, kind="file")
+    if p.suffix != ".ipynb":
+        raise ValueError(f"{name}: {str(p)!r} is not a notebook (.ipynb) file")
+    return p
+
+
+def read_notebook(name: str, value: object) -> Any:
+    """The notebook (nbformat, version 4) at ``value``, an existing ``.ipynb`` file; errors name ``name``.
+
+    A missing path, a folder, another kind of file or a file that is not a notebook is refused
+    with the argument's name and the path, never nbformat's own error from deep inside.
+    """
+    import nbformat
+
+    p = notebook_path(name, value)
+    try:
+        return nbformat.read(p, as_version=4)
+    except Exception as exc:  # NotJSONError, a schema error, an unreadable file: all the same to the caller
+        raise ValueError(f"{name}: {str(p)!r} is not a readable notebook ({type(exc).__name__}: "
+                         f"{str(exc)[:120]})") from None
+
+
+def lesson_files(name: str, value: object) -> list[Path]:
+    """``value`` as a list of existing notebooks that read as notebooks (a bare string is refused).
+
+    Each entry is checked as ``name[i]`` before any is used, so a typo in the third path stops the
+    call before the first is written or run.
+    """
+    out = sequence_of(name, value, example="['notebooks/02_amp_training_loop.ipynb']", item=notebook_path)
+    for i, p in enumerate(out):
+        read_notebook(f"{name}[{i}]", p)
+    return out
+
+
+def read_json(name: str, value: object, what: str, *, missing: Any = None) -> Any:
+    """The JSON in the file at ``value`` (``what`` it should be, for the message); errors name ``name``.
+
+    ``missing`` (default None: an error) is returned for a file that does not exist yet, for the
+    writers that start one; a folder or a file that is not JSON is always refused.
+    """
+    import json
+
+    checks_text("what", what)
+    p = path(name, value)
+    if missing is not None and not p.exists():
+        return missing
+    p = existing_path(name, p, kind="file")
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{name}: {str(p)!r} is not {what} (not valid JSON: {str(exc)[:80]})") from None
+
+
 def positive_seconds(value: str) -> int:
     """A command-line time limit: a whole number of seconds >= 1, else an error that quotes it."""
     checks_text("value", value)
@@ -167,17 +235,24 @@ def positive_seconds(value: str) -> int:
     return seconds
 
 
-def replace_block(path: "str | os.PathLike[str]", start: str, end: str, body: str) -> bool:
+def replace_block(path: "str | os.PathLike[str]", start: str, end: str, body: str, *, name: str = "path") -> bool:
     """Put ``body`` between the ``start`` and ``end`` markers of the file at ``path``; True when it changed.
 
     Guides keep generated tables between marker comments; the text around them is left as it is.
+    ``name`` (default ``'path'``) is the argument the caller took ``path`` as, for the messages.
     """
+    checks_text("name", name)
     for arg, value in (("start", start), ("end", end), ("body", body)):
         checks_text(arg, value)
-    p = existing_path("path", path, kind="file")
-    text = p.read_text(encoding="utf-8")
+        if arg != "body" and not value.strip():
+            raise ValueError(f"{arg} must be a non-empty marker, e.g. '<!-- agenda:start -->'; got {value!r}")
+    p = existing_path(name, path, kind="file")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{name}: {str(p)!r} is not a text file") from None
     if start not in text or end not in text.split(start, 1)[1]:
-        raise ValueError(f"{str(p)!r} lacks the markers {start!r} ... {end!r} around its generated block")
+        raise ValueError(f"{name}: {str(p)!r} lacks the markers {start!r} ... {end!r} around its generated block")
     head, rest = text.split(start, 1)
     tail = rest.split(end, 1)[1]
     new = f"{head}{start}\n{body}\n{end}{tail}"

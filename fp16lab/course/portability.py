@@ -59,22 +59,33 @@ def matrix_path() -> Path:
 
 
 def load_matrix(path: "str | os.PathLike[str] | None" = None) -> pd.DataFrame:
-    """The recorded rows (an empty table with the columns when nothing is recorded yet)."""
-    p = checks.path("path", path) if path is not None else matrix_path()
-    if not p.exists():
-        return pd.DataFrame(columns=list(COLUMNS))
-    payload = json.loads(p.read_text(encoding="utf-8"))
+    """The recorded rows (an empty table with the columns when nothing is recorded yet).
+
+    Default ``path=None``: results/portability.json, which may not exist yet; a ``path`` you
+    name must exist (a typo is an error, never an empty matrix).
+    """
+    if path is None:
+        return _read_matrix("path", matrix_path(), missing_ok=True)
+    return _read_matrix("path", existing_path("path", path, kind="file"), missing_ok=False)
+
+
+def _read_matrix(name: str, p: Path, *, missing_ok: bool) -> pd.DataFrame:
+    empty: dict[str, Any] = {"rows": []}
+    payload = paths.read_json(name, p, "a portability matrix (results/portability.json)",
+                              missing=empty if missing_ok else None)
     if not isinstance(payload, dict) or not isinstance(payload.get("rows"), list):
-        raise ValueError(f"{str(p)!r} is not a portability matrix (needs a 'rows' list)")
+        raise ValueError(f"{name}: {str(p)!r} is not a portability matrix (needs a 'rows' list)")
     return pd.DataFrame(payload["rows"], columns=list(COLUMNS))
 
 
 def record(rows: Sequence[dict[str, Any]], path: "str | os.PathLike[str] | None" = None) -> Path:
-    """Add ``rows`` to the matrix, replacing earlier rows of the same lesson and profile."""
-    p = checks.path("path", path) if path is not None else matrix_path()
-    given = sequence_of("rows", rows, example="[run_one('notebooks/02_amp_training_loop.ipynb', 't4')]", item=_row,
-                        allow_empty=True)
-    old = load_matrix(p)
+    """Add ``rows`` (at least one) to the matrix, replacing earlier rows of the same lesson and profile.
+
+    Default ``path=None``: results/portability.json; a new file (and its folder) is created.
+    """
+    p = checks.file_to_write("path", path) if path is not None else matrix_path()
+    given = sequence_of("rows", rows, example="[run_one('notebooks/02_amp_training_loop.ipynb', 't4')]", item=_row)
+    old = _read_matrix("path", p, missing_ok=True)
     new = pd.DataFrame(given, columns=list(COLUMNS))
     keys = set(zip(new["lesson"], new["profile"], strict=True))
     keep = old[[(lesson, prof) not in keys for lesson, prof in zip(old["lesson"], old["profile"], strict=True)]]
@@ -84,6 +95,7 @@ def record(rows: Sequence[dict[str, Any]], path: "str | os.PathLike[str] | None"
         "metadata": {"what": "lessons x hardware profiles; see fp16lab.course.portability"},
         "rows": json.loads(merged.to_json(orient="records")),
     }
+    p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
     os.replace(tmp, p)
@@ -113,10 +125,9 @@ def _row(name: str, value: object) -> dict[str, Any]:
 
 
 def _lesson(name: str, value: object) -> Path:
-    """An existing lesson file (``.ipynb``); a missing one is an error, never an empty answer."""
-    p = existing_path(name, value, kind="file")
-    if p.suffix != ".ipynb":
-        raise ValueError(f"{name}: {str(p)!r} is not a notebook (.ipynb), e.g. notebooks/02_amp_training_loop.ipynb")
+    """An existing lesson file (``.ipynb``) that reads as a notebook; a missing one is an error, never an empty answer."""
+    p = paths.notebook_path(name, value)
+    paths.read_notebook(name, p)  # a garbled file is refused now, not in the child process
     return p
 
 
@@ -199,7 +210,7 @@ def _run_limit(nb: Any, timeout: int) -> int:
 def _keep_dir(keep: "str | os.PathLike[str] | None") -> Path | None:
     if keep is None:
         return None
-    k = Path(keep)
+    k = checks.path("keep", keep)
     if k.exists() and not k.is_dir():
         raise ValueError(f"keep {str(keep)!r} is a file; give a folder for the executed copies")
     k.mkdir(parents=True, exist_ok=True)
@@ -352,9 +363,12 @@ GUIDE_END = "<!-- portability:end -->"
 
 
 def update_guide(guide: "str | os.PathLike[str] | None" = None) -> bool:
-    """Write :func:`matrix_table` between the markers of the instructor guide; True when it changed."""
-    p = checks.path("guide", guide) if guide is not None else paths.instructors_guide()
-    return paths.replace_block(p, GUIDE_START, GUIDE_END, matrix_table())
+    """Write :func:`matrix_table` between the markers of the instructor guide; True when it changed.
+
+    Default ``guide=None``: notebooks/INSTRUCTORS.md; a guide you name must exist.
+    """
+    p = existing_path("guide", guide, kind="file") if guide is not None else paths.instructors_guide()
+    return paths.replace_block(p, GUIDE_START, GUIDE_END, matrix_table(), name="guide")
 
 
 def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

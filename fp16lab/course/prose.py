@@ -94,7 +94,10 @@ def next_link_problem(nb: Any, lesson: "str | Path", lessons: "list[Path] | None
     checks.notebook("nb", nb)
     path = checks.path("lesson", lesson)
     given = None if lessons is None else checks.sequence_of("lessons", lessons, example="[Path('01_x.ipynb')]",
-                                                             allow_empty=True, item=checks.path)
+                                                             item=checks.path)
+    if given is None and not path.parent.is_dir():
+        raise FileNotFoundError(f"lesson: the folder of {str(path)!r} does not exist, so it has no lessons beside it; "
+                                "pass lessons=[...] or the path of a lesson in notebooks/")
     order = [p.name for p in (given if given is not None else _paths.lessons(path.parent))]
     if path.name not in order:
         raise ValueError(f"lesson must be one of {order}, got {path.name!r}")
@@ -116,10 +119,8 @@ def next_link_problem(nb: Any, lesson: "str | Path", lessons: "list[Path] | None
 
 def lint_lesson(lesson: "str | Path") -> list[str]:
     """All prose problems of one lesson file, one line each (empty when it is clean)."""
-    import nbformat
-
-    path = checks.path("lesson", lesson)
-    nb = nbformat.read(path, as_version=4)
+    path = _paths.notebook_path("lesson", lesson)
+    nb = _paths.read_notebook("lesson", path)
     problems = [f"cell {i}: {', '.join(found)} typed into markdown (not marked as cited): {line[:120]}"
                 for i, line, found in markdown_hits(nb)]
     why = next_link_problem(nb, path)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Sequence
@@ -32,13 +31,26 @@ def _lesson_and_stem(name: str, value: object) -> tuple[str, str]:
     raise ValueError(f"{name} must be a (lesson, results stem) pair of str, got {value!r}")
 
 
+def _targets_file(name: str, stem: str) -> dict[str, Any]:
+    """``results/<stem>.json``, a targets file (metadata and rows); a missing or other file names ``name``."""
+    p = paths.repo_root() / "results" / f"{stem}.json"
+    if not p.is_file():
+        have = sorted(f.stem for f in p.parent.glob("*targets*.json"))
+        raise FileNotFoundError(f"{name}: no results file {stem!r} ({str(p)!r} does not exist); targets files: {have}")
+    payload = paths.read_json(name, p, "a targets results file")
+    if not (isinstance(payload, dict) and isinstance(payload.get("metadata"), dict) and isinstance(payload.get("rows"), list)
+            and all(isinstance(r, dict) and "target" in r for r in payload["rows"])):
+        raise ValueError(f"{name}: {str(p)!r} is not a targets file (metadata, and rows with a 'target' each)")
+    return payload
+
+
 def targets_table(files: Sequence[tuple[str, str]] = TARGET_FILES) -> str:
     """One markdown table of every target row in ``results/<stem>.json``, with its note and where it was measured."""
     files = checks.sequence_of("files", files, example="[('07 transformers', 'transformers_targets')]",
                                item=_lesson_and_stem)
     lines = ["| lesson | target | measured | goal | met | how | measured on |", "|---|---|---|---|---|---|---|"]
-    for lesson, stem in files:
-        payload = json.loads((paths.repo_root() / "results" / f"{stem}.json").read_text(encoding="utf-8"))
+    payloads = [_targets_file(f"files[{i}]", stem) for i, (_, stem) in enumerate(files)]  # all read first
+    for (lesson, _), payload in zip(files, payloads, strict=True):
         meta = payload["metadata"]
         where = f"{meta.get('device')}, {meta.get('date')}, torch {meta.get('torch')}"
         for r in payload["rows"]:
@@ -61,13 +73,19 @@ def compile_modes_block(path: "str | os.PathLike[str] | None" = None) -> str:
     ran; while no run is committed, a line that says so and gives the command."""
     from fp16lab.labs.benchmark import BenchResult
 
-    p = paths.repo_root() / COMPILE_MODES_RESULTS if path is None else checks.path("path", path)
-    if not p.exists():
-        return f"No compile-modes run is committed yet; on a GPU, `{COMPILE_MODES_COMMAND}` makes one."
-    res = BenchResult.load(p)
+    if path is None:
+        p = paths.repo_root() / COMPILE_MODES_RESULTS
+        if not p.exists():
+            return f"No compile-modes run is committed yet; on a GPU, `{COMPILE_MODES_COMMAND}` makes one."
+    else:  # a file you name must exist: a typo is an error, not "no run yet"
+        p = checks.existing_path("path", path, kind="file")
+    try:
+        res = BenchResult.load(p)
+    except ValueError as exc:
+        raise ValueError(f"path: {exc}") from None
     table = res.compile_modes()
     if table.empty:
-        raise ValueError(f"{str(p)!r} has no compile-mode rows: make it with `{COMPILE_MODES_COMMAND}`")
+        raise ValueError(f"path: {str(p)!r} has no compile-mode rows: make it with `{COMPILE_MODES_COMMAND}`")
     meta, bench = res.metadata, res.metadata["benchmark"]
     box = bench.get("compile_mode_timeout_s")
     box_text = f"each mode's compile time-boxed to {box:g} s" if box else "the compiles were not time-boxed"

@@ -274,13 +274,26 @@ def _lesson_paths(paths: object) -> list[Path]:
     """Lessons given as a list of paths, or every lesson when None (a bare string is refused)."""
     if paths is None:
         return _paths.lessons()
-    return checks.sequence_of("paths", paths, example="['notebooks/02_amp_training_loop.ipynb']", item=checks.path)
+    return _paths.lesson_files("paths", paths)  # each an existing notebook: a typo is refused, never "no copy"
+
+
+def _folder(student_dir: object) -> Path:
+    """``student_dir`` (default notebooks/student/): a folder, or a path where one can be made (not a file)."""
+    if student_dir is None:
+        return _paths.student_dir()
+    folder = checks.path("student_dir", student_dir)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"student_dir: {str(folder)!r} is a file, not a folder")
+    return folder
 
 
 def student_path(lesson: "str | Path", student_dir: "str | Path | None" = None) -> Path:
-    """Where the student copy of ``lesson`` lives (default folder: notebooks/student/)."""
-    folder = _paths.student_dir() if student_dir is None else checks.path("student_dir", student_dir)
-    return folder / checks.path("lesson", lesson).name
+    """Where the student copy of ``lesson`` (an existing lesson) lives (default folder: notebooks/student/).
+
+    ``student_dir`` need not exist yet (:func:`write_student_copies` makes it).
+    """
+    name = _paths.notebook_path("lesson", lesson).name
+    return _folder(student_dir) / name
 
 
 def _render(lesson: Path) -> str:
@@ -295,9 +308,10 @@ def write_student_copies(
 ) -> list[Path]:
     """(Re)write the student copy of each lesson in ``paths`` (default: every lesson).
 
-    Default folder: notebooks/student/. All copies are rendered before any is written.
+    Default folder: notebooks/student/ (made when missing). All copies are rendered before any is written.
     """
     targets = _lesson_paths(paths)
+    _folder(student_dir)
     if not targets:
         raise ValueError(f"no lessons given and none found in {str(_paths.notebooks_dir())!r}")
     rendered = [(student_path(p, student_dir), _render(p)) for p in targets]  # all or nothing
@@ -314,10 +328,13 @@ def stale_student_copies(
 ) -> list[str]:
     """Why student copies are out of date (one line each); empty when all are current.
 
-    Covers missing and outdated copies, and copies whose lesson no longer exists.
+    Covers missing and outdated copies, and copies whose lesson no longer exists. Default
+    ``paths=None``: every lesson; ``student_dir=None``: notebooks/student/ (a folder not made yet
+    has no copies: each is reported missing). A lesson that does not exist is refused (a typo must
+    not read as "no student copy").
     """
     targets = _lesson_paths(paths)
-    folder = _paths.student_dir() if student_dir is None else checks.path("student_dir", student_dir)
+    folder = _folder(student_dir)
     problems = []
     for lesson in targets:
         dest = student_path(lesson, folder)

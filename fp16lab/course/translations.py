@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import copy
 import hashlib
-import json
 import posixpath
 import re
 from collections.abc import Sequence
@@ -131,9 +130,9 @@ def _entry(name: str, value: Any) -> Entry:
 
 
 def render(name: str, entries: Sequence[Entry]) -> str:
-    """The file text for ``entries`` in the given order (the lesson's cell order)."""
+    """The file text for ``entries`` (one per markdown cell, at least one) in the given order (the lesson's cell order)."""
     checks.text("name", name)
-    items = checks.sequence_of("entries", entries, example="[Entry(...)]", item=_entry, allow_empty=True)
+    items = checks.sequence_of("entries", entries, example="[Entry(...)]", item=_entry)
     blocks = [_TITLE.format(name=name)]
     blocks += [f"<!-- cell {e.cell_id} en:{e.en_digest} -->\n{e.text.strip()}" for e in items]
     return "\n\n".join(blocks) + "\n"
@@ -141,8 +140,11 @@ def render(name: str, entries: Sequence[Entry]) -> str:
 
 def markdown_cells(notebook: "str | Path") -> list[tuple[str, str]]:
     """(id, source) of each markdown cell of an English lesson, in order (a cell without an id is refused)."""
-    p = checks.existing_path("notebook", notebook, kind="file")
-    nb = json.loads(p.read_text(encoding="utf-8"))
+    p = _paths.notebook_path("notebook", notebook)
+    nb = _paths.read_json("notebook", p, "a notebook")
+    if not (isinstance(nb, dict) and isinstance(nb.get("cells"), list)
+            and all(isinstance(c, dict) and "cell_type" in c and "source" in c for c in nb["cells"])):
+        raise ValueError(f"notebook: {str(p)!r} is not a notebook (no list of cells)")
     cells = []
     for i, c in enumerate(nb["cells"]):
         if c["cell_type"] == "markdown":
@@ -177,8 +179,11 @@ def skeleton(notebook: "str | Path", existing: str | None = None) -> str:
     """
     p = checks.path("notebook", notebook)
     old = parse(checks.text("existing", existing)) if existing is not None else {}
+    cells = markdown_cells(p)
+    if not cells:
+        raise ValueError(f"notebook: {str(p)!r} has no markdown cell, so nothing to translate")
     entries = []
-    for cid, src in markdown_cells(p):
+    for cid, src in cells:
         kept = old.get(cid)
         entries.append(kept if kept is not None and _fresh(kept, src) is None else Entry(cid, digest(src), src))
     return render(p.name, entries)
@@ -321,7 +326,7 @@ def generate(lesson: "str | Path") -> tuple[dict[Path, str], list[Gap]]:
     """
     import nbformat
 
-    lesson = checks.existing_path("lesson", lesson, kind="file")
+    lesson = _paths.notebook_path("lesson", lesson)
     tfile, zh_path, student_path = _files(lesson)
     if not tfile.is_file():
         raise FileNotFoundError(f"lesson {str(lesson)!r} has no translation file {_shown(tfile)} yet; start one with "
@@ -330,7 +335,7 @@ def generate(lesson: "str | Path") -> tuple[dict[Path, str], list[Gap]]:
         entries = parse(tfile.read_text(encoding="utf-8"))
     except ValueError as exc:
         raise ValueError(f"{str(tfile)!r}: {exc}") from None
-    zh, gaps = zh_lesson(nbformat.read(lesson, as_version=4), list(entries.values()), name=lesson.name)
+    zh, gaps = zh_lesson(_paths.read_notebook("lesson", lesson), list(entries.values()), name=lesson.name)
     texts = {zh_path: nbformat.writes(zh) + "\n"}
     if _has_exercises(zh):
         texts[student_path] = nbformat.writes(zh_student_copy(zh, name=lesson.name)) + "\n"
@@ -341,7 +346,7 @@ def _translated(paths: "Sequence[str | Path] | None") -> list[Path]:
     """The lessons of ``paths``, default: every lesson that has a translation file."""
     if paths is None:
         return [p for p in _paths.lessons() if _files(p)[0].is_file()]
-    return checks.sequence_of("paths", paths, example="['notebooks/02_amp_training_loop.ipynb']", item=checks.path)
+    return _paths.lesson_files("paths", paths)
 
 
 def write_zh(paths: "Sequence[str | Path] | None" = None) -> tuple[list[Path], list[Gap]]:

@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from fp16lab import checks
+from fp16lab.course import paths as _paths
 from fp16lab.course.student import (
     CHECK_TAG,
+    META_KEY,
     PROMPT_TAG,
     RAISES_MARKER,
     RAISES_TAG,
@@ -153,10 +155,12 @@ def verify_student_copy(
     import nbformat
     from nbclient import NotebookClient
 
-    spath, lpath = checks.path("student", student), checks.path("lesson", lesson)
+    spath, lpath = _paths.notebook_path("student", student), _paths.notebook_path("lesson", lesson)
     timeout = checks.positive_int("timeout", timeout)
-    nb = nbformat.read(spath, as_version=4)
-    source = nbformat.read(lpath, as_version=4)
+    nb, source = _paths.read_notebook("student", spath), _paths.read_notebook("lesson", lpath)
+    copy_of = (nb.metadata.get(META_KEY) or {}).get("student_copy_of")
+    if copy_of is not None and copy_of != lpath.name:
+        raise ValueError(f"student: {spath.name!r} is the student copy of {copy_of!r}, not of lesson {lpath.name!r}")
     solutions = exercises(source, name=lpath.name)
     prompts = [i for i, c in enumerate(nb.cells) if PROMPT_TAG in cell_tags(c)]
     if len(prompts) != len(solutions):

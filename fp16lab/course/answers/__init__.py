@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import NoReturn
 
+from fp16lab.checks import text
 from fp16lab.course.i18n import tr
 
 __all__ = ["WrongAnswer", "verdict", "require", "cannot_check"]
@@ -31,7 +32,9 @@ def require(ok: object, hint: str) -> None:
     """One part of a check: raise :class:`WrongAnswer` with ``hint`` unless ``ok``; print nothing when it holds.
 
     Use it for every part but the last, so a partly wrong answer never shows a ✓ before it fails.
+    ``hint`` is a str (checked before ``ok`` is: a check's own mistake is not a learner's wrong answer).
     """
+    text("hint", hint)
     if not bool(ok):
         raise WrongAnswer(hint)
 
@@ -41,10 +44,14 @@ def verdict(ok: object, hint: str, *, done: str | None = None) -> None:
 
     ``hint`` and ``done`` come already translated (``tr(...)`` at the call).
     """
+    text("hint", hint)
+    if done is not None:
+        text("done", done)
     require(ok, hint)
     print(f"✓ {tr('correct') if done is None else done}")
 
 
 def cannot_check(reason: str) -> NoReturn:
     """Fail a check that lacks what it needs (no GPU and no reference, say): it says why instead of passing."""
+    text("reason", reason)
     raise WrongAnswer(tr("this check cannot run here: {reason}", reason=reason))

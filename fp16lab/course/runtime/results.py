@@ -177,16 +177,16 @@ def load_results(path: "str | os.PathLike[str]") -> tuple[pd.DataFrame, dict[str
     if p.is_dir():
         raise FileNotFoundError(f"path {str(p)!r} is a folder, not a results file (.json)")
     if not p.is_file():
-        raise FileNotFoundError(f"no results file at {str(p)!r}")
+        raise FileNotFoundError(f"path: no results file at {str(p)!r}")
     try:
         payload = json.loads(p.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{str(p)!r} is not an fp16lab results file: not valid JSON ({exc})") from None
+        raise ValueError(f"path: {str(p)!r} is not an fp16lab results file: not valid JSON ({exc})") from None
     ok = isinstance(payload, dict) and isinstance(payload.get("rows"), list) and isinstance(payload.get("metadata"), dict)
     if ok and not all(isinstance(r, dict) for r in payload["rows"]):
         ok = False
     if not ok:
-        raise ValueError(f"{str(p)!r} is not an fp16lab results file (needs 'metadata' and 'rows')")
+        raise ValueError(f"path: {str(p)!r} is not an fp16lab results file (needs 'metadata' and 'rows')")
     return pd.DataFrame(payload["rows"]), payload["metadata"]
 
 
@@ -283,10 +283,11 @@ def measure_or_reference(name: str, measure: Callable[[], pd.DataFrame]) -> Meas
     :func:`fp16lab.course.env.run_metadata` to :func:`output_path`; otherwise :func:`load_reference`
     prints where the reference was measured (or that none is recorded yet).
     """
-    _check_name(name)
-    if not callable(measure):
-        raise ValueError(f"measure must be a function returning a DataFrame, got {measure!r}")
+    from fp16lab.checks import function
     from fp16lab.course.runtime.quick import live_gpu
+
+    _check_name(name)
+    function("measure", measure, "a function of no arguments returning a DataFrame", n_args=0)
 
     if not live_gpu():
         frame, meta = load_reference(name)
