@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -397,3 +398,234 @@ def test_train_step_walks_again_when_the_optimizer_is_re_pointed() -> None:
     group[[i for i, q in enumerate(group) if q is old][0]] = new
     _step(m, opt, 1)
     assert all(p.grad is None for p in m.parameters())  # the new parameter's gradient was cleared too
+
+
+# ---------------------------------------------------------------- 9. third round: the labs and the course
+# Each class of defect the probes found, with cases beyond the ones they listed.
+
+
+def _rows() -> Any:
+    import pandas as pd
+
+    return pd.DataFrame([{"config": c, "status": "ok", "batch_size": b, "img_per_s": v, "peak_mem_gb": 1.0}
+                         for c, b, v in (("article", 8, 100.0), ("fp16_cl_fused", 8, 250.0), ("article", 16, 110.0))])
+
+
+@pytest.mark.parametrize(("call", "match"), [
+    (lambda f: f.iloc[0:0], "frame has no rows"),
+    (lambda f: f.assign(config="x"), "numerator 'fp16_cl_fused' is not a config of this run; its configs: x"),
+])
+def test_ratio_values_refuses_an_empty_run_and_a_config_it_lacks(call, match) -> None:
+    from fp16lab.labs.benchmark.analysis import ratio_values
+
+    with pytest.raises(ValueError, match=match):
+        ratio_values(call(_rows()), "fp16_cl_fused", "article")
+
+
+@pytest.mark.parametrize(("kw", "match"), [
+    ({"denominator": "Article"}, "denominator 'Article' is not a config of this run"),  # a typo is not "no value"
+    ({"batch": 32}, r"batch 32 is not a batch size of this run; its batch sizes: \[8, 16\]"),
+    ({"quantity": "speed"}, "quantity must be one of 'img_per_s'"),
+    ({"quantity": "tflops"}, r"quantity 'tflops': frame lacks the column"),
+])
+def test_ratio_values_names_what_the_run_lacks(kw, match) -> None:
+    from fp16lab.labs.benchmark.analysis import ratio_values
+
+    args = {"numerator": "fp16_cl_fused", "denominator": "article", **kw}
+    with pytest.raises(ValueError, match=match):
+        ratio_values(_rows(), **args)
+    assert ratio_values(_rows(), "fp16_cl_fused", "article", batch=8) == ([2.5], "single runs")
+
+
+@pytest.mark.parametrize(("values", "match"), [
+    ([2.0, float("nan"), 1.0], r"values\[1\] must be a finite number, got nan"),
+    ([float("-inf")], r"values\[0\] must be a finite number"),
+    (["1.5", 2.0], r"values\[0\] must be a finite number, got '1.5'"),
+    ("123", "values must be a list, got '123'"),
+    (2.0, "values must be a list"),
+    ([True, 1.0], r"values\[0\] must be a finite number, got True"),
+])
+def test_summarise_refuses_what_would_sort_in_silently(values, match) -> None:
+    from fp16lab.labs.benchmark.analysis import summarise
+
+    with pytest.raises(ValueError, match=match):
+        summarise(values)
+    assert summarise((3, 1.0, 2)) == (2.0, 1.0, 3)  # a tuple of ints is fine
+
+
+@pytest.mark.parametrize(("kw", "match"), [
+    ({"op": "=>"}, "op must be one of '>=', '<='"), ({"op": ">"}, "op must be one of"),
+    ({"quantity": "images_per_second"}, "quantity must be one of 'img_per_s'"),
+    ({"goal": float("inf")}, "goal must be a finite number > 0, got inf"), ({"goal": 0}, "goal must be"),
+    ({"goal": "2"}, "goal must be"), ({"stretch": 1.5}, "stretch must be a harder goal than goal=2"),
+    ({"stretch": float("nan")}, "stretch must be a finite number"), ({"denominator": "fp16"}, "the same config"),
+    ({"name": ""}, "name must be a non-empty str"), ({"numerator": 5}, "numerator must be a str"),
+])
+def test_a_target_that_could_never_be_measured_is_refused_when_built(kw, match) -> None:
+    from fp16lab.labs.benchmark.analysis import Target
+
+    args = {"name": "t", "numerator": "fp16", "denominator": "article", "quantity": "img_per_s", "op": ">=",
+            "goal": 2.0, **kw}
+    with pytest.raises(ValueError, match=match):
+        Target(**args)
+    assert Target("m", "fp16", "fp32_true", "peak_mem_gb", "<=", 0.5, stretch=0.4).stretch == 0.4
+
+
+def test_targets_table_refuses_a_target_whose_column_the_run_lacks_and_a_batch_it_lacks() -> None:
+    from fp16lab.labs.benchmark.analysis import Target, targets_table
+
+    rows = _rows().assign(part="comparison")
+    with pytest.raises(ValueError, match=r"targets\[0\] \('mfu'\) needs the column 'mfu'"):
+        targets_table(rows, [Target("mfu", "fp16_cl_fused", "article", "mfu", ">=", 1.0)])
+    with pytest.raises(ValueError, match="batch 64 is not a batch size of this run"):
+        targets_table(rows, batch=64)
+
+
+def test_student_helpers_refuse_a_lesson_that_does_not_exist(tmp_path: Path) -> None:
+    from fp16lab.course import student
+
+    ghost = tmp_path / "03_ghost.ipynb"
+    for call in (lambda: student.stale_student_copies([ghost]), lambda: student.student_path(ghost),
+                 lambda: student.write_student_copies([ghost], tmp_path / "out")):
+        with pytest.raises(FileNotFoundError, match=r"03_ghost\.ipynb' does not exist"):
+            call()
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(ValueError, match=r"paths\[0\]: .*notes\.txt' is not a notebook"):
+        student.stale_student_copies([tmp_path / "notes.txt"])
+    (tmp_path / "04_broken.ipynb").write_text("{not json")
+    with pytest.raises(ValueError, match=r"paths\[0\]: .*04_broken\.ipynb' is not a readable notebook"):
+        student.write_student_copies([tmp_path / "04_broken.ipynb"], tmp_path / "out")
+    assert not (tmp_path / "out").exists()  # refused before anything was written
+
+
+def test_course_readers_name_the_file_argument(tmp_path: Path) -> None:
+    from fp16lab.course import agenda, outputs, prose, translations
+    from fp16lab.course.runtime.results import load_results
+
+    (tmp_path / "t.json").write_text("[1, 2")
+    with pytest.raises(ValueError, match=r"timings_file: .*t\.json' is not a timings file"):
+        agenda.agenda_table(tmp_path / "t.json")
+    with pytest.raises(ValueError, match=r"path: .*t\.json' is not an fp16lab results file"):
+        load_results(tmp_path / "t.json")
+    with pytest.raises(FileNotFoundError, match=r"lesson: .*nope\.ipynb' does not exist"):
+        prose.lint_lesson(tmp_path / "nope.ipynb")
+    with pytest.raises(ValueError, match=r"path: .*t\.json' is not a notebook"):
+        outputs.stale(tmp_path / "t.json")
+    (tmp_path / "a.ipynb").write_text("{}")
+    with pytest.raises(ValueError, match=r"notebook: .*a\.ipynb' is not a notebook \(no list of cells\)"):
+        translations.markdown_cells(tmp_path / "a.ipynb")
+    with pytest.raises(FileNotFoundError, match=r"guide: .*g\.md' does not exist"):
+        agenda.update_agenda(tmp_path / "g.md")
+
+
+@pytest.mark.parametrize(("params", "match"), [
+    ([], "params is empty"), (iter(()), "params is empty"),
+    ([torch.zeros(2, dtype=torch.int64)], r"params\[0\] must be a leaf floating-point tensor.*int64"),
+    ([torch.ones(2, requires_grad=True) * 2], r"params\[0\] must be a leaf floating-point tensor.*non-leaf"),
+    ([{"lr": 0.1}], r"params\[0\] is a param group without 'params'"), ([1.0], r"params\[0\] must be a tensor"),
+])
+def test_adamw16_names_what_is_wrong_with_params(params, match) -> None:
+    from fp16lab.labs.transformers.optim import AdamW16
+
+    with pytest.raises(ValueError, match=match):
+        AdamW16(params)
+
+
+@pytest.mark.parametrize("fn", [lambda x: x, lambda a, b=1: a, lambda *, k: k])
+def test_functions_are_refused_by_their_signature_before_they_run(fn) -> None:
+    from fp16lab.labs.memory.allocator import run_or_oom
+    from fp16lab.labs.transformers.lm import sdpa_kernel_ran
+
+    with pytest.raises(ValueError, match="fn must be a function of no arguments"):
+        sdpa_kernel_ran(fn)
+    with pytest.raises(ValueError, match="fn must be a function of no arguments"):
+        run_or_oom(fn)
+
+
+def test_fp8_matmuls_refuse_what_cannot_be_scaled_naming_the_operand() -> None:
+    from fp16lab.labs.fp8.matmul import scaled_matmul, scaled_mm_api, scaled_mm_path
+
+    a = torch.randn(16, 16)
+    b = a.clone()
+    b[2, 2] = float("inf")
+    with pytest.raises(ValueError, match="b holds 1 inf/NaN values"):
+        scaled_matmul(a, b)
+    with pytest.raises(ValueError, match=r"a is empty, shape \(0, 16\)"):
+        scaled_matmul(torch.empty(0, 16), a)
+    if not torch.cuda.is_available():
+        for call in (lambda: scaled_mm_api("cuda"), lambda: scaled_mm_path("cuda:1", "rowwise")):
+            with pytest.raises(ValueError, match="device 'cuda"):
+                call()
+
+
+def test_precision_agreement_says_when_the_inputs_do_not_fit_the_model() -> None:
+    from fp16lab.labs.inference.infer import precision_agreement
+
+    model = nn.Linear(4, 3)
+    with pytest.raises(ValueError, match=r"inputs: the model fails on them in true FP32 .*got torch.float32 \(2, 5\)"):
+        precision_agreement(model, torch.randn(2, 5), device="cpu")
+    with pytest.raises(ValueError, match="inputs holds 8 inf/NaN values"):
+        precision_agreement(model, torch.full((2, 4), float("nan")), device="cpu")
+    with pytest.raises(ValueError, match=r"loss_fn must be a function \(outputs, targets\) -> loss or None, called with 2"):
+        precision_agreement(model, torch.randn(2, 4), torch.zeros(2, dtype=torch.long), loss_fn=lambda out: out,
+                            device="cpu")
+
+
+def test_compile_for_inference_checks_the_example_args_against_the_model() -> None:
+    from fp16lab.labs.inference.graphs import compile_for_inference
+
+    with pytest.raises(ValueError, match="example_args: 2 given, but Linear"):
+        compile_for_inference(nn.Linear(4, 4), torch.randn(2, 4), torch.randn(2, 4), mode=None)
+
+
+def test_memory_sweep_checks_every_argument_before_it_asks_for_cuda() -> None:
+    from fp16lab.labs.memory import memory_sweep
+
+    with pytest.raises(ValueError, match=r"batch_sizes\[1\] must be an int >= 1, got 0"):
+        memory_sweep(_mlp(), lambda n: _batch(), [2, 0])
+    with pytest.raises(ValueError, match="precisions"):
+        memory_sweep(_mlp(), lambda n: _batch(), [2], precisions=["fp17"])
+
+
+def test_a_garbled_lesson_is_refused_before_a_child_process_starts(tmp_path: Path, monkeypatch) -> None:
+    import subprocess
+
+    from fp16lab.course import portability
+
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("a child process was started"))
+    (tmp_path / "02_x.ipynb").write_text("{")
+    with pytest.raises(ValueError, match=r"lessons\[0\]: .*02_x\.ipynb' is not a readable notebook"):
+        portability.run_matrix([tmp_path / "02_x.ipynb"], ["t4"], save=False)
+    with pytest.raises(ValueError, match="keep must be a path"):
+        portability.run_one(_lesson_file(tmp_path), "t4", keep=5)  # type: ignore[arg-type]
+
+
+def _lesson_file(tmp_path: Path) -> Path:
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    nbformat.write(nb, tmp_path / "03_ok.ipynb")
+    return tmp_path / "03_ok.ipynb"
+
+
+def test_pad_layers_advice_works_for_a_layer_registered_under_two_names() -> None:
+    """audit's advice, followed, pads the one layer once and leaves both names pointing at it."""
+    from fp16lab.align import audit, pad_layers
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body, self.head = nn.Linear(8, 8), nn.Linear(8, 10)
+            self.classifier = self.head  # the same layer under a second name
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(self.body(x))
+
+    for names in (None, ["classifier"], ["head", "classifier"]):
+        net = Net()
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        x = torch.randn(4, 8)
+        want = net(x)
+        pad_layers(net, audit(net, x, precision="fp16").pad_names() if names is None else names, optimizer=opt)
+        assert net.head is net.classifier and net.head.inner.out_features == 16
+        torch.testing.assert_close(net(x), want)
+        net(x).sum().backward()
+        opt.step()  # the optimizer holds the padded parameters
