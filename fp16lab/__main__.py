@@ -109,8 +109,33 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` and run the subcommand; a refused input is exit status 2 with the reason."""
-    return run_parsed(build_parser().parse_args(argv))
+    """Parse ``argv`` and run the subcommand; a refused input is exit status 2 with the reason.
+
+    Run by a Python that lacks fp16lab's dependencies (the system ``python`` in the clone, say), it
+    says in one line which Python to use instead (exit status 1), not a traceback.
+    """
+    try:
+        return run_parsed(build_parser().parse_args(argv))
+    except ModuleNotFoundError as exc:
+        top = (exc.name or "").split(".")[0]
+        if top not in _DEPENDENCIES:
+            raise
+        print(_missing_dependency(top, argv), file=sys.stderr)
+        return 1
+
+
+# The packages fp16lab imports (pyproject.toml's dependencies, by import name).
+_DEPENDENCIES = {"torch", "torchvision", "pandas", "numpy", "matplotlib", "seaborn", "tqdm", "ipywidgets",
+                 "jupyterlab", "nbformat", "nbclient"}
+
+
+def _missing_dependency(module: str, argv: Sequence[str] | None = None) -> str:
+    """The one line for a Python without ``module``: run the command with the project's environment instead."""
+    args = " ".join(sys.argv[1:] if argv is None else argv) or "doctor"
+    venv = ".venv\\Scripts\\python" if sys.platform == "win32" else ".venv/bin/python"
+    return (f"python -m fp16lab: this Python ({sys.executable}) has no {module!r}, which fp16lab needs: run "
+            f"`{venv} -m fp16lab {args}` from the repository root (`make setup` makes .venv), or activate "
+            "the environment you installed fp16lab into")
 
 
 if __name__ == "__main__":

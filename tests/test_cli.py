@@ -160,3 +160,14 @@ def test_help_is_plain_text_for_every_command(capsys):
             main([name, "--help"])
         out = capsys.readouterr().out
         assert "``" not in out and ":func:" not in out and ":mod:" not in out, (name, out[:400])
+
+
+@pytest.mark.parametrize("argv", [["doctor"], ["--help"]])
+def test_a_python_without_the_dependencies_is_told_which_python_to_use(argv):
+    """The README's commands from a fresh clone with the system python: one line naming the venv's python."""
+    hide = (f"import sys, runpy; sys.modules['pandas'] = None; sys.argv[1:] = {argv!r}; "
+            "runpy.run_module('fp16lab', run_name='__main__')")
+    out = subprocess.run([sys.executable, "-c", hide], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert f".venv/bin/python -m fp16lab {' '.join(argv)}`" in out.stderr and "'pandas'" in out.stderr

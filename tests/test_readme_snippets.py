@@ -47,3 +47,6 @@ def test_snippet_runs(code, tmp_path):
     run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, f"README snippet failed:\n{code}\n--- stdout\n{run.stdout[-3000:]}\n--- stderr\n{run.stderr[-3000:]}"
+    # a printed table shows what the text around it promises: pandas elides columns (and says
+    # "[n rows x m columns]") when a frame is wider than the terminal
+    assert not re.search(r"\[\d+ rows x \d+ columns\]", run.stdout), f"a printed table is cut short:\n{run.stdout[-2000:]}"
