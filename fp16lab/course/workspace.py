@@ -27,7 +27,7 @@ from typing import Any
 
 from fp16lab import checks
 from fp16lab.course import paths as _paths
-from fp16lab.course.i18n import check_lang
+from fp16lab.course.i18n import check_lang, tr
 
 __all__ = [
     "WORK_META",
@@ -53,15 +53,18 @@ class Workspace:
     lang: str = "en"
 
     def __str__(self) -> str:
-        lines = [f"your workspace: {self.folder}"]
+        lang = self.lang
+        lines = [tr("your workspace: {folder}", lang=lang, folder=self.folder)]
         if self.created:
-            lines.append(f"  new copies: {', '.join(_rel(p, self.folder) for p in self.created)}")
+            lines.append(tr("  new copies: {names}", lang=lang,
+                            names=", ".join(_rel(p, self.folder) for p in self.created)))
         if self.kept:
-            lines.append(f"  kept as they are (your work): {len(self.kept)} file(s)")
+            lines.append(tr("  kept as they are (your work): {n} file(s)", lang=lang, n=len(self.kept)))
         for p in self.behind:
-            lines.append(f"  note: the lesson behind {_rel(p, self.folder)} has changed since you copied it; "
-                         f"`python -m fp16lab workspace{'' if self.lang == 'en' else ' --lang ' + self.lang} --reset {p.stem}` gives a fresh copy (yours moves "
-                         "to work/old/)")
+            command = f"python -m fp16lab workspace{'' if lang == 'en' else ' --lang ' + lang} --reset {p.stem}"
+            lines.append(tr("  note: the lesson behind {name} has changed since you copied it; `{command}` gives a "
+                            "fresh copy (yours moves to work/old/)", lang=lang, name=_rel(p, self.folder),
+                            command=command))
         return "\n".join(lines)
 
 
