@@ -479,6 +479,9 @@ def test_a_learners_session_in_jupyterlab(tmp_path, capsys):
                           and s["connection"] == "connected", "opening the lesson from the start page",
                           deadline, mine)
         assert state["cells"] and state["writable"] is True, "the learner's copy must be writable"
+        time.sleep(2)  # JupyterLab writes the kernel's kernelspec/language_info just after the kernel starts
+        assert page.evaluate("() => window.jupyterapp.shell.currentWidget.context.model.dirty") is False, \
+            "a fresh copy must open saved (its kernelspec and language_info are this environment's)"
         # 3. Run All, then save
         _run_all(page, server, mine, deadline)
         _click_menu(page, "File", "Save Notebook")

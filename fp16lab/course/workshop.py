@@ -112,6 +112,70 @@ def _pages(args: argparse.Namespace) -> int:
     return 0
 
 
+def _handout(args: argparse.Namespace) -> int:
+    import shutil
+
+    from fp16lab.course.handout import handout
+
+    files = handout(args.dest)
+    print(f"wrote {len(files)} files to {args.dest}: student copies only (no lessons, solutions, tests or "
+          "instructor guide); the start pages link the student copies")
+    if args.zip:
+        archive = shutil.make_archive(str(Path(args.dest)), "zip", root_dir=Path(args.dest).parent,
+                                      base_dir=Path(args.dest).name)
+        print(f"zipped: {archive}")
+    return 0
+
+
+def _classroom(args: argparse.Namespace) -> int:
+    from fp16lab.course.classroom import classroom
+
+    gpus = [g for g in args.gpus.split(",") if g.strip()] if args.gpus else None
+    seats = classroom(args.dest, args.students, ip=args.ip, base_port=args.base_port, gpus=gpus, lang=args.lang,
+                      solutions=args.solutions, host=args.host)
+    print(f"prepared {len(seats)} labs in {args.dest} (ports {seats[0].port}-{seats[-1].port}"
+          f"{', GPUs ' + args.gpus if gpus else ''}); start them: {args.dest}/start.sh, stop: {args.dest}/stop.sh; "
+          f"URLs with tokens to hand out: {args.dest}/roster.csv")
+    return 0
+
+
+def _bench_submit(args: argparse.Namespace) -> int:
+    import re
+    import shutil
+
+    from fp16lab.course.classroom import read_bench
+
+    meta, rows = read_bench(args.result)
+    name = re.sub(r"[^\w.-]+", "_", args.name.strip()).strip("._")
+    if not name:
+        raise ValueError(f"--name must contain a letter or digit, got {args.name!r}")
+    inbox = Path(args.inbox)
+    inbox.mkdir(parents=True, exist_ok=True)
+    dest = inbox / f"{name}.json"
+    shutil.copyfile(args.result, dest)
+    print(f"submitted {len(rows)} rows ({meta.get('real_device') or meta.get('device')}, {meta.get('mode')} mode) "
+          f"as {dest}")
+    return 0
+
+
+def _bench_merge(args: argparse.Namespace) -> int:
+    from fp16lab.course.classroom import merge_bench, plot_room, room_summary
+
+    files: list[Path] = []
+    for item in args.files:
+        p = Path(item)
+        files += sorted(p.glob("*.json")) if p.is_dir() else [p]
+    frame = merge_bench(files)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(out.with_suffix(".csv"), index=False)
+    plot_room(frame, out.with_suffix(".png"))
+    print(room_summary(frame).to_string(index=False))
+    print(f"wrote {out.with_suffix('.csv')} and {out.with_suffix('.png')} (files in quick mode or on a CPU are "
+          "listed, not plotted: their images/s is not a GPU speed)")
+    return 0
+
+
 def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the workshop subcommands to ``parser`` (used by both command lines)."""
     sub = parser.add_subparsers(dest="workshop_command", required=True, metavar="COMMAND")
@@ -136,6 +200,32 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     lint = sub.add_parser("lint", help="flag measured-looking numbers in lesson markdown and missing next-lesson links")
     lint.add_argument("notebooks", nargs="*", type=_paths.notebook_file, help="lessons (default: every notebooks/NN_*.ipynb)")
     lint.set_defaults(func=_lint)
+    h = sub.add_parser("handout", help="the student hand-out: the course without lessons, solutions, tests or the "
+                                       "instructor guide; start pages link the student copies")
+    h.add_argument("dest", help="a new folder (outside the repository)")
+    h.add_argument("--zip", action="store_true", help="also write DEST.zip")
+    h.set_defaults(func=_handout)
+    room = sub.add_parser("classroom", help="one lab per student on a shared server: folders, tokens, ports, GPUs, "
+                                            "start.sh/stop.sh and a roster")
+    room.add_argument("dest", help="a new folder for the students' labs")
+    room.add_argument("--students", type=int, required=True, help="how many labs")
+    room.add_argument("--ip", default="0.0.0.0", help="address the labs bind (default 0.0.0.0: every interface)")
+    room.add_argument("--base-port", type=int, default=9000, help="student n gets port BASE+n (default 9000)")
+    room.add_argument("--gpus", default=None, metavar="0,1", help="GPU indices handed out round-robin "
+                      "(default: every lab sees every GPU)")
+    room.add_argument("--lang", default="en", help="en (default) or zh")
+    room.add_argument("--solutions", action="store_true", help="give the full lessons too (default: the hand-out)")
+    room.add_argument("--host", default=None, help="host name in the roster's URLs (default: this machine's)")
+    room.set_defaults(func=_classroom)
+    bs = sub.add_parser("bench-submit", help="a student hands in a `python -m fp16lab bench` result file")
+    bs.add_argument("result", help="the bench result JSON (e.g. notebooks/work/results/bench_resnet50.json)")
+    bs.add_argument("--name", required=True, help="the student's name (the file's name in the inbox)")
+    bs.add_argument("--inbox", required=True, help="the folder the instructor collects from (a share, a USB stick)")
+    bs.set_defaults(func=_bench_submit)
+    bm = sub.add_parser("bench-merge", help="the room's bench results in one table (CSV) and one plot (PNG)")
+    bm.add_argument("files", nargs="+", help="result files, or folders of them (the inbox)")
+    bm.add_argument("--out", default="room", help="output name without suffix (default: room -> room.csv, room.png)")
+    bm.set_defaults(func=_bench_merge)
     return parser
 
 

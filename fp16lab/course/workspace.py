@@ -33,6 +33,7 @@ __all__ = [
     "WORK_META",
     "Workspace",
     "work_copy",
+    "kernel_metadata",
     "prepare",
     "reset",
     "configure",
@@ -99,7 +100,26 @@ def work_copy(nb: Any, *, source: str, lang: str = "en") -> Any:
     }
     if stamp and any(c.cell_type == "code" for c in out.cells):
         set_reference_note(out, meta=stamp, copy=True, lang=lang)
+    out.metadata.update(kernel_metadata())
     return out
+
+
+def kernel_metadata() -> dict[str, Any]:
+    """The ``kernelspec`` and ``language_info`` this environment's Python kernel reports.
+
+    JupyterLab writes both into a notebook when its kernel starts; a copy that carries another
+    machine's (the reference run's Python version, or none in a student copy) would open marked
+    unsaved. Empty when jupyter_client or ipykernel is missing (the copy keeps what it had).
+    """
+    try:
+        from ipykernel.ipkernel import IPythonKernel
+        from jupyter_client.kernelspec import KernelSpecManager
+
+        spec = KernelSpecManager().get_kernel_spec("python3")
+        return {"kernelspec": {"display_name": spec.display_name, "language": spec.language, "name": "python3"},
+                "language_info": dict(IPythonKernel.language_info)}
+    except Exception:  # noqa: BLE001 (a copy without a kernel's metadata still works)
+        return {}
 
 
 def _write_copy(lesson: Path, dest: Path, root: Path, lang: str = "en") -> None:
