@@ -345,7 +345,7 @@ def test_the_doctor_speaks_chinese_in_labels_and_values(kind, monkeypatch, fake_
     r = report()
     frame = r.to_frame()
     assert list(frame.columns) == ["check", "value", "status", "fix"], "pandas column names stay"
-    for (_, row), check in zip(frame.iterrows(), r.checks):
+    for (_, row), check in zip(frame.iterrows(), r.checks, strict=False):
         for field in (row["check"], row["value"], row["fix"]):
             plain = re.sub(r"`[^`]*`|https?://\S+|\(cited[^)]*\)|引用：[^）]*|“[^”]*”", "", field)  # torch's words quoted
             plain = plain.replace(check.value if check.name in ("GPU", "peak table") else "\0", "")

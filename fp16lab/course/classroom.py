@@ -182,7 +182,7 @@ def merge_bench(paths: Sequence["str | Path"], names: Sequence[str] | None = Non
     if len(who) != len(files):
         raise ValueError(f"names must give one name per file: {len(files)} file(s), got {len(who)} name(s)")
     out = []
-    for name, f in zip(who, files):
+    for name, f in zip(who, files, strict=False):
         meta, rows = read_bench(f)
         comparable = meta.get("device_type") == "cuda" and meta.get("mode") == "full"
         groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
@@ -212,7 +212,7 @@ def room_summary(frame: Any, config: str = "fp16_cl_fused", baseline: str = "art
         raise TypeError(f"frame must be the DataFrame merge_bench returns, got {type(frame).__name__}")
     rows = []
     for student, g in frame.groupby("student", sort=False):
-        def speed(c: str) -> float:
+        def speed(c: str, g: Any = g) -> float:
             hit = g[(g["config"] == c) & (g["status"] == "ok")]
             return float(hit["img_per_s"].max()) if len(hit) else float("nan")
 

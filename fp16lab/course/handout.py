@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import re
 import shutil
-from fnmatch import fnmatchcase
 from collections.abc import Iterator
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 from fp16lab import checks
