@@ -8,6 +8,11 @@ From anywhere inside the repository::
     python -m fp16lab workshop verify    # prove each exercise: None is rejected, the solution passes
     python -m fp16lab workshop time-quick NOTEBOOK  # time a GPU-stamped lesson in quick mode here
     python -m fp16lab workshop lint      # measured-looking numbers in lesson markdown, next-lesson links
+    python -m fp16lab workshop agenda --plan one-day --lang zh   # a day plan from the measured times
+    python -m fp16lab workshop handout DEST --zip                # the student hand-out, no solutions
+    python -m fp16lab workshop classroom DEST --students 12      # one lab per student on a server
+    python -m fp16lab workshop wheelhouse DEST --platform windows # wheels for an offline room
+    python -m fp16lab workshop bench-merge INBOX                 # the room's bench results: table, plot
 
  The work itself lives in
 :mod:`fp16lab.course.student`, :mod:`fp16lab.course.verify` and :mod:`fp16lab.course.agenda`.
@@ -41,6 +46,10 @@ def _write(args: argparse.Namespace) -> int:
         guide = _paths.instructors_guide()
         if guide.exists() and update_agenda(guide):
             print(f"updated the agenda in {guide}")
+        from fp16lab.course.plans import update_plans
+
+        for g in update_plans():
+            print(f"updated the plans in {g}")
     return 0
 
 
@@ -50,7 +59,9 @@ def _check(args: argparse.Namespace) -> int:
 
     problems = stale_student_copies(args.notebooks or None)
     if not args.notebooks:
-        problems += agenda_problems()
+        from fp16lab.course.plans import plan_problems
+
+        problems += agenda_problems() + plan_problems()
     for p in problems:
         print(f"STALE {p}")
     return 1 if problems else 0
@@ -58,8 +69,14 @@ def _check(args: argparse.Namespace) -> int:
 
 def _agenda(args: argparse.Namespace) -> int:
     from fp16lab.course.agenda import agenda_table
+    from fp16lab.course.i18n import check_lang
+    from fp16lab.course.plans import plan_table
 
-    print(agenda_table())
+    lang = check_lang(args.lang, "--lang")
+    if args.plan:
+        print(plan_table(args.plan, lang=lang))
+    else:
+        print(agenda_table(lang=lang))
     return 0
 
 
@@ -71,6 +88,10 @@ def _time_quick(args: argparse.Namespace) -> int:
     guide = _paths.instructors_guide()
     if guide.exists() and update_agenda(guide):
         print(f"updated the agenda in {guide}")
+    from fp16lab.course.plans import update_plans
+
+    for g in update_plans():
+        print(f"updated the plans in {g}")
     return 0
 
 
@@ -176,6 +197,21 @@ def _bench_merge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _wheelhouse(args: argparse.Namespace) -> int:
+    from fp16lab.course.wheelhouse import build_wheelhouse, install_commands
+
+    cmds = build_wheelhouse(args.dest, args.platform, python=args.python, constraints=args.constraints,
+                            torch_index=args.torch_index, dry_run=args.dry_run)
+    if args.dry_run:
+        for cmd in cmds:
+            print(" ".join(cmd))
+        return 0
+    print(f"wheelhouse ready: {args.dest}. Students, network off, from the repository root:")
+    for line in install_commands(Path(args.dest).name, args.platform):
+        print("  " + line)
+    return 0
+
+
 def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the workshop subcommands to ``parser`` (used by both command lines)."""
     sub = parser.add_subparsers(dest="workshop_command", required=True, metavar="COMMAND")
@@ -186,7 +222,10 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="exit 1 when a student copy or the agenda is out of date")
     c.add_argument("notebooks", nargs="*", type=_paths.notebook_file, help="lessons (default: every lesson, and the agenda)")
     c.set_defaults(func=_check)
-    a = sub.add_parser("agenda", help="print the agenda table from the recorded timings")
+    a = sub.add_parser("agenda", help="print the agenda table from the recorded timings, or a day plan (--plan)")
+    a.add_argument("--plan", choices=["one-day", "two-day"], default=None,
+                   help="a workshop plan: blocks with talk, measured run and exercise time, sections to skip, GPU needs")
+    a.add_argument("--lang", default="en", help="en (default) or zh")
     a.set_defaults(func=_agenda)
     t = sub.add_parser("time-quick", help="run lessons in quick mode here (unsaved) and record their run time")
     t.add_argument("notebooks", nargs="*", type=_paths.notebook_file, help="lessons (default: every notebooks/NN_*.ipynb)")
@@ -218,7 +257,7 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     room.add_argument("--host", default=None, help="host name in the roster's URLs (default: this machine's)")
     room.set_defaults(func=_classroom)
     bs = sub.add_parser("bench-submit", help="a student hands in a `python -m fp16lab bench` result file")
-    bs.add_argument("result", help="the bench result JSON (e.g. notebooks/work/results/bench_resnet50.json)")
+    bs.add_argument("result", help="the bench result JSON (default place: results/local/bench_resnet50.json)")
     bs.add_argument("--name", required=True, help="the student's name (the file's name in the inbox)")
     bs.add_argument("--inbox", required=True, help="the folder the instructor collects from (a share, a USB stick)")
     bs.set_defaults(func=_bench_submit)
@@ -226,6 +265,18 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     bm.add_argument("files", nargs="+", help="result files, or folders of them (the inbox)")
     bm.add_argument("--out", default="room", help="output name without suffix (default: room -> room.csv, room.png)")
     bm.set_defaults(func=_bench_merge)
+    wh = sub.add_parser("wheelhouse", help="download every wheel for an offline room, at the tested versions "
+                                          "(constraints.txt), for Linux (CUDA or CPU-only), Windows or macOS")
+    wh.add_argument("dest", help="folder for the wheels (e.g. wheelhouse, which git ignores)")
+    wh.add_argument("--platform", default="current", choices=["linux", "linux-cpu", "windows", "macos", "current"],
+                    help="the students' platform (default: this machine's)")
+    wh.add_argument("--python", default=None, help="the students' Python, e.g. 3.11 (default: this one's)")
+    wh.add_argument("--constraints", default=None, help="pinned versions (default: constraints.txt)")
+    wh.add_argument("--torch-index", default=None,
+                    help="where torch and torchvision come from, e.g. https://download.pytorch.org/whl/cu126 "
+                         "(default: the platform's)")
+    wh.add_argument("--dry-run", action="store_true", help="print the pip commands, download nothing")
+    wh.set_defaults(func=_wheelhouse)
     return parser
 
 
