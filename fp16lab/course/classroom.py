@@ -83,6 +83,8 @@ def classroom(
     gpu_list = [checks.text("gpus[]", g).strip() for g in checks.sequence_of("gpus", gpus, example="['0', '1']")] \
         if gpus is not None else []
     lang = check_lang(lang)
+    solutions = checks.boolean("solutions", solutions)
+    host = checks.text("host", host) if host is not None else None
     check_bind(ip, new_token(), allow_env_token=False)  # the address itself (every lab gets a token)
     target = checks.path("dest", dest)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
@@ -204,12 +206,22 @@ def merge_bench(paths: Sequence["str | Path"], names: Sequence[str] | None = Non
     return pd.DataFrame(out)
 
 
-def room_summary(frame: Any, config: str = "fp16_cl_fused", baseline: str = "article") -> Any:
-    """Per student: GPU, ``config``'s images/s and its speed-up over ``baseline`` (the article's loop)."""
+def _check_room(frame: Any) -> None:
     import pandas as pd
 
-    if not isinstance(frame, pd.DataFrame):
-        raise TypeError(f"frame must be the DataFrame merge_bench returns, got {type(frame).__name__}")
+    need = {"student", "gpu", "mode", "config", "status", "img_per_s", "speed_comparable"}
+    if not isinstance(frame, pd.DataFrame) or not need <= set(frame.columns):
+        raise TypeError(f"frame must be the DataFrame merge_bench returns (columns {sorted(need)}), "
+                        f"got {type(frame).__name__}")
+
+
+def room_summary(frame: Any, config: str = "fp16_cl_fused", baseline: str = "article") -> Any:
+    """Per student: GPU, ``config``'s images/s and its speed-up over ``baseline`` (the article's loop)."""
+    _check_room(frame)
+    config = checks.text("config", config)
+    baseline = checks.text("baseline", baseline)
+    import pandas as pd
+
     rows = []
     for student, g in frame.groupby("student", sort=False):
         def speed(c: str, g: Any = g) -> float:
@@ -230,6 +242,7 @@ def plot_room(frame: Any, path: "str | Path") -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    _check_room(frame)
     out = checks.path("path", path)
     data = frame[(frame["speed_comparable"]) & (frame["status"] == "ok")]
     fig, ax = plt.subplots(figsize=(10, 4.5))

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from fp16lab.checks import non_negative_int
+from fp16lab.checks import text as checks_text
 from fp16lab.course.i18n import tr
 from fp16lab.device import mps_available, resolve_device
 from fp16lab.hardware import PROFILE_ENV, active_profile, chip_features, gpu_facts
@@ -145,6 +146,7 @@ LABELS = ("Python", "torch", "quick mode", "torch CUDA build", "Apple MPS", "CUD
 
 def label(name: str) -> str:
     """A row's label in the learner's language (``FP16LAB_LANG``); a package name stays as it is."""
+    name = checks_text("name", name)
     zh = {"quick mode": tr("quick mode"), "torch CUDA build": tr("torch CUDA build"),
           "TF32 settings": tr("TF32 settings"),
           "hardware profile": tr("hardware profile"), "driver": tr("driver"),

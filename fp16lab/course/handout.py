@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Iterator
 from fnmatch import fnmatchcase
 from pathlib import Path
 
@@ -50,13 +49,11 @@ def _left_out(rel: Path, root: Path) -> bool:
     return any(fnmatchcase(p, pattern) for pattern, _ in LEFT_OUT for p in prefixes)
 
 
-def handout_files(root: "str | Path | None" = None) -> Iterator[Path]:
+def handout_files(root: "str | Path | None" = None) -> list[Path]:
     """Every file of the repository at ``root`` (default: this one) that goes into the hand-out, relative."""
-    base = checks.path("root", root) if root is not None else _paths.repo_root()
-    for p in sorted(base.rglob("*")):
-        rel = p.relative_to(base)
-        if p.is_file() and not p.is_symlink() and not _left_out(rel, base):
-            yield rel
+    base = checks.existing_path("root", root, kind="dir") if root is not None else _paths.repo_root()
+    return [p.relative_to(base) for p in sorted(base.rglob("*"))
+            if p.is_file() and not p.is_symlink() and not _left_out(p.relative_to(base), base)]
 
 
 _LESSON_LINK = re.compile(r"\]\((?P<prefix>(?:\.\./)?)(?:work/(?P<zh>zh/)?)?(?P<name>[0-9][0-9]_[\w.-]*\.ipynb)"

@@ -220,6 +220,8 @@ def check_bind(ip: str, token: str | None, *, allow_env_token: bool = True, name
     since anyone who reaches the port and has the token runs code as the account that started the lab.
     An empty token (Jupyter's way to switch authentication off) is refused everywhere."""
     ip = text(name, ip).strip()
+    token = text("token", token) if token is not None else None
+    allow_env_token = boolean("allow_env_token", allow_env_token)
     if any(c.isspace() for c in ip):
         raise ValueError(f"{name} must be an address or host name without spaces, got {ip!r}")
     given = token if token is not None else (os.environ.get(TOKEN_ENV) if allow_env_token else None)

@@ -130,6 +130,9 @@ def plan_blocks(plan: str, timings: dict[str, Any] | None = None,
     import json
 
     plan = checks.one_of("plan", plan, tuple(PLANS))
+    if timings is not None and not isinstance(timings, dict):
+        raise TypeError(f"timings must be a dict of lesson file -> recorded times (timings.json) or None, "
+                        f"got {type(timings).__name__}")
     nbdir = _paths.notebooks_dir(root)
     if timings is None:
         tfile = _paths.timings_file(root)
@@ -175,6 +178,9 @@ def plan_table(plan: str, *, lang: str = "en", timings: dict[str, Any] | None = 
                root: "str | Path | None" = None) -> str:
     """A plan as markdown: per day, a table of blocks with start times (talk + run + exercises each)."""
     lang = check_lang(lang)
+    if timings is not None and not isinstance(timings, dict):
+        raise TypeError(f"timings must be a dict of lesson file -> recorded times (timings.json) or None, "
+                        f"got {type(timings).__name__}")
     t = _TEXT[lang]
     days = plan_blocks(plan, timings, root)
     out = [f"#### {t['title'][plan]}", ""]

@@ -108,6 +108,7 @@ def wheelhouse_commands(dest: "str | Path", platform: str = "current", *, python
 def install_commands(wheelhouse: str = "wheelhouse", platform: str = "current") -> list[str]:
     """What students type, network off, from the repository root (POSIX or Windows paths)."""
     name = checks.one_of("platform", platform, tuple(PLATFORMS))
+    wheelhouse = checks.text("wheelhouse", wheelhouse)
     if name == "windows":
         return ["py -m venv .venv",
                 f'.venv\\Scripts\\python -m pip install --no-index --find-links {wheelhouse} -e ".[dev]"',
