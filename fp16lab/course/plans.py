@@ -85,13 +85,14 @@ BREAKS = {"one-day": [(2, 15), (4, 60), (6, 15)], "two-day": [(2, 15), (3, 60), 
 DAY_START = 9 * 60  # 09:00
 CLOSE = 20  # minutes at the end of the last day: the post-test and the room's bench table
 
-_TEXT = {
-    "en": {"title": {"one-day": "One-day plan", "two-day": "Two-day plan"},
+_TITLES = {"en": {"one-day": "One-day plan", "two-day": "Two-day plan"}, "zh": {"one-day": "一天的日程", "two-day": "两天的日程"}}
+_TEXT: dict[str, dict[str, str]] = {
+    "en": {
            "head": "| Time | Block | Talk | Run All: laptop (quick) / GPU (full), measured | Exercises | Leave for self-study | Runs live on |",
            "day": "Day {n}", "break": "break", "lunch": "lunch", "close": "post-test, the room's bench table, questions",
            "none": "none", "min": "min", "self": "Not in this plan (self-study, or a second day): {lessons}.",
            "unmeasured": "not measured"},
-    "zh": {"title": {"one-day": "一天的日程", "two-day": "两天的日程"},
+    "zh": {
            "head": "| 时间 | 环节 | 讲解 | 运行所有单元格：笔记本电脑（快速模式）/ GPU（完整模式），实测 | 练习 | 留作自学 | 实时运行需要 |",
            "day": "第 {n} 天", "break": "休息", "lunch": "午餐", "close": "课后测验、全班基准测试汇总表、答疑",
            "none": "无", "min": "分钟", "self": "本日程不包含（自学或第二天）：{lessons}。",
@@ -183,7 +184,7 @@ def plan_table(plan: str, *, lang: str = "en", timings: dict[str, Any] | None = 
                         f"got {type(timings).__name__}")
     t = _TEXT[lang]
     days = plan_blocks(plan, timings, root)
-    out = [f"#### {t['title'][plan]}", ""]
+    out = [f"#### {_TITLES[lang][plan]}", ""]
     planned = set()
     for n, day in enumerate(days, 1):
         if len(days) > 1:
