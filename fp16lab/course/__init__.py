@@ -14,7 +14,8 @@ the tools around the lessons, each reachable from ``python -m fp16lab <command>`
 - ``agenda``: measured lesson times and the instructor guide's agenda table; ``plans``: the one-
   and two-day workshop plans built on them
 - ``handout``: the student hand-out without solutions; ``classroom``: one lab per student on a
-  server, and the room's bench results merged; ``wheelhouse``: offline wheels at the pinned versions
+  server, and the room's bench results merged; ``wheelhouse``: offline wheels at the pinned versions;
+  ``posttest``: the end-of-day questions, graded; ``slides``: a talk track per lesson (nbconvert slides)
 - ``workshop``: the command line over ``student``, ``verify`` and ``agenda`` (``workshop``)
 - ``workspace``: the learner's own copies of the lessons under ``notebooks/work/`` (``workspace``)
 - ``lab``: start JupyterLab for a learner on that workspace (``lab``); ``labserver`` is the
@@ -37,6 +38,8 @@ __all__ = [
     "handout",
     "classroom",
     "wheelhouse",
+    "posttest",
+    "slides",
     "card",
     "command",
     "env",

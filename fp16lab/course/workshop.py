@@ -13,6 +13,8 @@ From anywhere inside the repository::
     python -m fp16lab workshop classroom DEST --students 12      # one lab per student on a server
     python -m fp16lab workshop wheelhouse DEST --platform windows # wheels for an offline room
     python -m fp16lab workshop bench-merge INBOX                 # the room's bench results: table, plot
+    python -m fp16lab workshop slides --out slides               # a talk track per lesson, as slides
+    python -m fp16lab workshop posttest --answers 1b,2a,...      # the end-of-day post-test, graded
 
  The work itself lives in
 :mod:`fp16lab.course.student`, :mod:`fp16lab.course.verify` and :mod:`fp16lab.course.agenda`.
@@ -212,6 +214,29 @@ def _wheelhouse(args: argparse.Namespace) -> int:
     return 0
 
 
+def _posttest(args: argparse.Namespace) -> int:
+    from fp16lab.course.i18n import check_lang
+    from fp16lab.course.posttest import grade, render
+
+    lang = check_lang(args.lang, "--lang")
+    if args.answers is None:
+        print(render(lang))
+        return 0
+    right, lines = grade(args.answers, lang)
+    print("\n".join(lines))
+    return 0
+
+
+def _slides(args: argparse.Namespace) -> int:
+    from fp16lab.course.i18n import check_lang
+    from fp16lab.course.slides import render_slides
+
+    for path in render_slides(_lessons(args.notebooks), args.out, lang=check_lang(args.lang, "--lang"),
+                              reveal_prefix=args.reveal_prefix):
+        print(f"wrote {path} (its talk track: {path.name.replace('.slides.html', '.ipynb')})")
+    return 0
+
+
 def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the workshop subcommands to ``parser`` (used by both command lines)."""
     sub = parser.add_subparsers(dest="workshop_command", required=True, metavar="COMMAND")
@@ -277,6 +302,17 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                          "(default: the platform's)")
     wh.add_argument("--dry-run", action="store_true", help="print the pip commands, download nothing")
     wh.set_defaults(func=_wheelhouse)
+    sl = sub.add_parser("slides", help="a talk track per lesson, rendered as reveal.js slides by "
+                                       "`jupyter nbconvert --to slides`")
+    sl.add_argument("notebooks", nargs="*", type=_paths.notebook_file, help="lessons (default: every lesson)")
+    sl.add_argument("--out", default="slides", help="output folder (default: slides)")
+    sl.add_argument("--lang", default="en", help="en (default) or zh (from the Chinese edition)")
+    sl.add_argument("--reveal-prefix", default=None, help="a local reveal.js folder or URL for offline slides")
+    sl.set_defaults(func=_slides)
+    pt = sub.add_parser("posttest", help="the end-of-day post-test: print the questions, or grade --answers 1b,2a,...")
+    pt.add_argument("--answers", default=None, help="a learner's answers, e.g. 1b,2b,3b,4a,5b,6c,7c,8a")
+    pt.add_argument("--lang", default="en", help="en (default) or zh")
+    pt.set_defaults(func=_posttest)
     return parser
 
 
