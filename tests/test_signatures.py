@@ -296,6 +296,7 @@ GOOD.update({
     "plan": lambda tmp: "one-day",
     "platform": lambda tmp: "current",
     "wheelhouse": lambda tmp: "wheelhouse",
+    "answers": lambda tmp: "1b,2b",
 })
 
 
@@ -317,6 +318,8 @@ def _room(tmp: Path) -> Any:
 _PROFILED = {"step_profile": {"a": [{"kind": "matmul", "ms_per_step": 1.0, "share_of_step": 1.0}]}}
 OVERRIDES: dict[str, dict[str, Callable[[Path], Any]]] = {
     "fp16lab.course.classroom.merge_bench": {"paths": lambda tmp: [_room_file(tmp)]},
+    "fp16lab.course.slides.talk_track": {"lesson": lambda tmp: Path(__file__).resolve().parent.parent / "notebooks"
+                                         / "04_pitfalls_numerics.ipynb"},
     "fp16lab.course.classroom.read_bench": {"path": _room_file},
     "fp16lab.course.classroom.room_summary": {"frame": _room},
     "fp16lab.course.classroom.plot_room": {"frame": _room, "path": lambda tmp: tmp / "room.png"},
