@@ -297,6 +297,8 @@ def test_chinese_copies_go_to_work_zh_with_a_chinese_note(zh_repo):
     (work / "00_first.ipynb").write_text((work / "00_first.ipynb").read_text().replace("x = 1", "x = '我的'"))
     again = workspace.prepare(zh_repo, lang="zh")
     assert not again.created and "我的" in (work / "00_first.ipynb").read_text(), "a learner's copy is never overwritten"
+    assert str(ws).startswith("你的工作区：") and "新副本：" in str(ws) and "保持原样（你的成果）：2 个文件" in str(again), \
+        "what `make lab LAB_LANG=zh` prints about the workspace is Chinese"
     ((fresh, old),) = workspace.reset(["00"], zh_repo, lang="zh")
     assert fresh == work / "00_first.ipynb" and old is not None and old.parent == work / "old"
     english = workspace.prepare(zh_repo)
@@ -415,3 +417,15 @@ def test_lab_settings_switch_off_the_news_pop_up(tmp_path, monkeypatch):
         props = json.loads(found[0].read_text())["properties"]
         assert "false" in [o["const"] for o in props["fetchNews"]["oneOf"]]
         assert props["checkForUpdates"]["type"] == "boolean"
+
+
+def test_a_fresh_copy_carries_this_kernels_metadata(repo):
+    """JupyterLab writes the kernel's kernelspec and language_info into a notebook when its kernel starts:
+    a copy carrying the reference machine's (another Python) would open marked unsaved."""
+    ws = workspace.prepare(repo)
+    meta = workspace.kernel_metadata()
+    assert meta["language_info"]["version"] == ".".join(map(str, sys.version_info[:3]))
+    for copy in ws.created:
+        nb = nbformat.read(copy, as_version=4)
+        assert nb.metadata["language_info"] == meta["language_info"]
+        assert nb.metadata["kernelspec"] == meta["kernelspec"]
