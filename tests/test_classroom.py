@@ -6,7 +6,6 @@ import csv
 import json
 import os
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -89,11 +88,11 @@ def test_handout_refuses_to_overwrite(tmp_path):
     assert not (ROOT / "fp16lab" / "newfolder").exists()
 
 
-def test_the_handout_command(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "fp16lab", "workshop", "handout", str(tmp_path / "h"), "--zip"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert (tmp_path / "h.zip").is_file() and "student copies only" in out.stdout, out.stdout
+def test_the_handout_command(tmp_path, capsys):
+    from fp16lab.__main__ import main
+
+    assert main(["workshop", "handout", str(tmp_path / "h"), "--zip"]) == 0
+    assert (tmp_path / "h.zip").is_file() and "student copies only" in capsys.readouterr().out
 
 
 # ---- one lab per student ----------------------------------------------------------------------------
@@ -221,19 +220,16 @@ def test_the_rooms_bench_results_merge_into_one_table_and_plot(tmp_path):
         classroom.merge_bench([a, b], names=["alice"])
 
 
-def test_bench_submit_and_merge_commands(tmp_path):
+def test_bench_submit_and_merge_commands(tmp_path, capsys):
+    from fp16lab.__main__ import main
+
     a = _bench_file(tmp_path / "results.json", "NVIDIA H200", {"article": [2900.0], "fp16_cl_fused": [6000.0]})
     inbox = tmp_path / "inbox"
-    run = [sys.executable, "-m", "fp16lab", "workshop"]
-    sub = subprocess.run([*run, "bench-submit", str(a), "--name", "Ana Li", "--inbox", str(inbox)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
-    assert sub.returncode == 0, sub.stderr
+    assert main(["workshop", "bench-submit", str(a), "--name", "Ana Li", "--inbox", str(inbox)]) == 0
     assert (inbox / "Ana_Li.json").is_file()
-    merged = subprocess.run([*run, "bench-merge", str(inbox), "--out", str(tmp_path / "room")], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120)
-    assert merged.returncode == 0, merged.stderr
-    assert "Ana_Li" in merged.stdout and "NVIDIA H200" in merged.stdout
+    assert main(["workshop", "bench-merge", str(inbox), "--out", str(tmp_path / "room")]) == 0
+    out = capsys.readouterr().out
+    assert "Ana_Li" in out and "NVIDIA H200" in out
     assert (tmp_path / "room.csv").is_file() and (tmp_path / "room.png").is_file()
-    bad = subprocess.run([*run, "bench-submit", str(tmp_path / "nope.json"), "--name", "x", "--inbox", str(inbox)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and "nope.json" in bad.stderr
+    assert main(["workshop", "bench-submit", str(tmp_path / "nope.json"), "--name", "x", "--inbox", str(inbox)]) == 2
+    assert "nope.json" in capsys.readouterr().err

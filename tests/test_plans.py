@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -63,11 +61,10 @@ def test_the_guides_carry_the_current_plans():
     assert plans.plan_problems(ROOT) == []
 
 
-def test_workshop_agenda_prints_a_plan_in_both_languages():
+def test_workshop_agenda_prints_a_plan_in_both_languages(capsys):
+    from fp16lab.__main__ import main
+
     for lang, word in (("en", "One-day plan"), ("zh", "一天的日程")):
-        out = subprocess.run([sys.executable, "-m", "fp16lab", "workshop", "agenda", "--plan", "one-day",
-                              "--lang", lang], cwd=ROOT, capture_output=True, text=True, timeout=120)
-        assert out.returncode == 0 and word in out.stdout, out.stderr
-    bad = subprocess.run([sys.executable, "-m", "fp16lab", "workshop", "agenda", "--lang", "fr"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and "'fr'" in bad.stderr
+        assert main(["workshop", "agenda", "--plan", "one-day", "--lang", lang]) == 0
+        assert word in capsys.readouterr().out
+    assert main(["workshop", "agenda", "--lang", "fr"]) == 2 and "'fr'" in capsys.readouterr().err

@@ -100,14 +100,13 @@ def test_every_question_has_both_languages_and_four_choices():
     assert "课后测验" in render("zh") and "Post-test" in render("en")
 
 
-def test_the_posttest_command():
-    run = [sys.executable, "-m", "fp16lab", "workshop", "posttest"]
-    out = subprocess.run([*run, "--lang", "zh"], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0 and "8." in out.stdout
-    out = subprocess.run([*run, "--answers", KEY], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0 and f"{len(QUESTIONS)} of {len(QUESTIONS)} right" in out.stdout
-    bad = subprocess.run([*run, "--answers", "x"], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and "'x'" in bad.stderr
+def test_the_posttest_command(capsys):
+    from fp16lab.__main__ import main
+
+    assert main(["workshop", "posttest", "--lang", "zh"]) == 0 and "8." in capsys.readouterr().out
+    assert main(["workshop", "posttest", "--answers", KEY]) == 0
+    assert f"{len(QUESTIONS)} of {len(QUESTIONS)} right" in capsys.readouterr().out
+    assert main(["workshop", "posttest", "--answers", "x"]) == 2 and "'x'" in capsys.readouterr().err
 
 
 # ---- the talk tracks: slides by nbconvert -------------------------------------------------------------

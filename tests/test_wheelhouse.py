@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -105,10 +104,11 @@ def test_students_install_commands_per_platform():
     assert any(c.startswith("touch .venv/.fp16lab-installed") for c in wheelhouse.install_commands("wh", "linux"))
 
 
-def test_the_wheelhouse_command_line_dry_run(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "fp16lab", "workshop", "wheelhouse", str(tmp_path / "w"),
-                          "--platform", "windows", "--python", "3.11", "--dry-run"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert len(out.stdout.splitlines()) == 2 and "win_amd64" in out.stdout and not (tmp_path / "w").exists()
-    assert re.search(r"-c \S+constraints.txt", out.stdout)
+def test_the_wheelhouse_command_line_dry_run(tmp_path, capsys):
+    from fp16lab.__main__ import main
+
+    assert main(["workshop", "wheelhouse", str(tmp_path / "w"), "--platform", "windows", "--python", "3.11",
+                 "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) == 2 and "win_amd64" in out and not (tmp_path / "w").exists()
+    assert re.search(r"-c \S+constraints.txt", out)
