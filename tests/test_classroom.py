@@ -52,6 +52,7 @@ def test_the_handout_has_no_solution_anywhere(handed_out):
         assert not hits, f"{lesson}'s solution is in the hand-out: {hits}"
     assert {f"notebooks/student/{p.name}" for p in lessons(ROOT / "notebooks")} <= names, "every student copy is in"
     assert "fp16lab/course/answers/__init__.py" in names and "results/README.md" in names, "what the copies need"
+    assert "make doctor" in (dest / handout.NOTE).read_text(encoding="utf-8"), "the hand-out says what it is"
 
 
 def test_the_handouts_start_pages_link_student_copies_only(handed_out):

@@ -23,7 +23,7 @@ from pathlib import Path
 from fp16lab import checks
 from fp16lab.course import paths as _paths
 
-__all__ = ["LEFT_OUT", "handout_files", "student_start_page", "handout"]
+__all__ = ["LEFT_OUT", "NOTE", "handout_files", "student_start_page", "handout"]
 
 # (glob relative to the repository root, why it stays out)
 LEFT_OUT = (
@@ -104,4 +104,19 @@ def handout(dest: "str | Path", root: "str | Path | None" = None, *, solutions: 
         else:
             shutil.copy2(base / rel, out)
         written.append(rel)
+    if not solutions:
+        (target / NOTE).write_text(NOTE_TEXT, encoding="utf-8")
+        written.append(Path(NOTE))
     return written
+
+
+NOTE = "HANDOUT.md"
+NOTE_TEXT = """# The student hand-out / 学生资料包
+
+This copy of fp16lab has the student copies of the lessons (`notebooks/student/`), not the lessons with
+their solutions, and no tests: `make setup` (or `make setup CPU=1`), `make doctor`, then `make lab` (or
+`make lab LAB_LANG=zh`). The lab opens the start page; its links open your copies in `work/student/`.
+`make test` needs the full repository. Problems: `notebooks/FAQ.md`.
+
+这份 fp16lab 只包含课程的学生版副本（`notebooks/student/`），不含带参考答案的课程，也不含测试：先运行 `make setup`（或 `make setup CPU=1`）、`make doctor`，再运行 `make lab LAB_LANG=zh`。lab 打开起始页，其中的链接打开你在 `work/zh/student/` 中的副本。`make test` 需要完整的仓库。遇到问题请看 `notebooks/zh/FAQ.md`。
+"""
