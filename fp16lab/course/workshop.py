@@ -50,8 +50,12 @@ def _write(args: argparse.Namespace) -> int:
             print(f"updated the agenda in {guide}")
         from fp16lab.course.plans import update_plans
 
-        for g in update_plans():
-            print(f"updated the plans in {g}")
+        try:
+            for g in update_plans():
+                print(f"updated the plans in {g}")
+        except ValueError as exc:  # a section the plans name was renamed: the rest is written, say what to fix
+            print(f"the workshop plans were not updated: {exc}. Update the section names in fp16lab/course/plans.py")
+            return 1
     return 0
 
 
