@@ -247,7 +247,12 @@ def plan_problems(root: "str | Path | None" = None) -> list[str]:
             problems.append(f"{guide.name} ({lang}): missing")
             continue
         text = guide.read_text(encoding="utf-8")
-        if f"{PLANS_START}\n{plans_block(lang, root=root)}\n{PLANS_END}" not in text:
+        try:
+            block = plans_block(lang, root=root)
+        except ValueError as exc:  # a section the plans name is gone or renamed
+            problems.append(f"fp16lab/course/plans.py: {exc}")
+            break
+        if f"{PLANS_START}\n{block}\n{PLANS_END}" not in text:
             problems.append(f"{guide.relative_to(_paths.notebooks_dir(root))}: the plans differ from the lessons "
                             "and timings (run `python -m fp16lab workshop write`)")
     return problems
