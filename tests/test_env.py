@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -291,34 +292,55 @@ def test_a_working_torchvision_runs_nms_here():
 
 
 def test_gpu_sharing_names_the_other_processes_and_what_they_do(monkeypatch, fake_gpu):
-    from fp16lab.course import env
+    from fp16lab.course import gpushare
 
     fake_gpu("ada")
-    monkeypatch.delenv(env.SHARED_ENV, raising=False)
-    monkeypatch.setattr(env, "_nvidia_smi_processes", lambda i: [])
-    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda i=0: (20 * 2**30, 24 * 2**30))
+    monkeypatch.delenv(gpushare.SHARED_ENV, raising=False)
+    monkeypatch.setattr(gpushare, "_nvidia_smi_processes", lambda i: [])
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda i=0: 0)
-    alone = env.gpu_sharing()
-    assert alone.shared, "3.25 GiB in use beyond this process: someone else is there"
-    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda i=0: (23.5 * 2**30, 24 * 2**30))
-    assert not env.gpu_sharing().shared
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.setattr(gpushare, "_used_gib", lambda i: 3.25)
+    assert gpushare.gpu_sharing().shared, "3.25 GiB in use and none of it this process's: someone else is there"
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda i=0: 2.5 * 2**30)
+    assert not gpushare.gpu_sharing().shared, "this process's own memory is not a neighbour"
+    monkeypatch.setattr(gpushare, "_used_gib", lambda i: 0.3)
+    assert not gpushare.gpu_sharing().shared
     assert report()["GPU shared"].status is Status.OK
-    monkeypatch.setattr(env, "_nvidia_smi_processes", lambda i: ["4242 python (3000 MiB)"])
-    share = env.gpu_sharing()
+    monkeypatch.setattr(gpushare, "_nvidia_smi_processes", lambda i: ["4242 python (3000 MiB)"])
+    share = gpushare.gpu_sharing()
     assert share.shared and "4242 python" in str(share) and "time-slices" in str(share)
     assert "speed check can fail" in share._repr_html_()
     assert report()["GPU shared"].status is Status.WARN
-    monkeypatch.setattr(env, "_nvidia_smi_processes", lambda i: None)  # a container: nvidia-smi sees nobody
-    monkeypatch.setenv(env.SHARED_ENV, "6")
-    assert env.gpu_sharing().shared and "6 learners" in str(env.gpu_sharing())
+    monkeypatch.setattr(gpushare, "_nvidia_smi_processes", lambda i: None)  # a container: nvidia-smi sees nobody
+    monkeypatch.setenv(gpushare.SHARED_ENV, "6")
+    assert gpushare.gpu_sharing().shared and "6 learners" in str(gpushare.gpu_sharing())
     with pytest.raises(ValueError, match="index 3 is out of range"):
-        env.gpu_sharing(3)
+        gpushare.gpu_sharing(3)
     with pytest.raises(ValueError, match="index must be"):
-        env.gpu_sharing(-1)
+        gpushare.gpu_sharing(-1)
+
+
+def test_nvidia_smi_is_asked_about_the_gpu_this_process_sees(monkeypatch):
+    from fp16lab.course import gpushare
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-abc, 3")
+    assert gpushare._smi_target(0) == "GPU-abc" and gpushare._smi_target(1) == "3"
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert gpushare._smi_target(2) == "2"
+    calls = []
+    monkeypatch.setattr(gpushare.shutil, "which", lambda exe: "/bin/nvidia-smi")
+
+    def run(cmd, **kw):
+        calls.append(cmd)
+        return __import__("types").SimpleNamespace(stdout=f"{os.getpid()}, /usr/bin/python3, 500\n77, /opt/x/python, 9000\n")
+
+    monkeypatch.setattr(gpushare.subprocess, "run", run)
+    assert gpushare._nvidia_smi_processes(0) == ["77 python (9000 MiB)"], "this process is not its own neighbour"
+    assert calls[0][1:3] == ["-i", "0"]
 
 
 def test_gpu_sharing_without_a_gpu_says_so(fake_gpu):
-    from fp16lab.course.env import gpu_sharing
+    from fp16lab.course.gpushare import gpu_sharing
 
     fake_gpu("none")
     share = gpu_sharing()

@@ -16,6 +16,7 @@ the tools around the lessons, each reachable from ``python -m fp16lab <command>`
 - ``handout``: the student hand-out without solutions; ``classroom``: one lab per student on a
   server, and the room's bench results merged; ``wheelhouse``: offline wheels at the pinned versions;
   ``posttest``: the end-of-day questions, graded; ``slides``: a talk track per lesson (nbconvert slides)
+- ``gpushare``: whether a GPU is shared, said before a lesson measures speed (and in the doctor)
 - ``workshop``: the command line over ``student``, ``verify`` and ``agenda`` (``workshop``)
 - ``workspace``: the learner's own copies of the lessons under ``notebooks/work/`` (``workspace``)
 - ``lab``: start JupyterLab for a learner on that workspace (``lab``); ``labserver`` is the
@@ -40,6 +41,7 @@ __all__ = [
     "wheelhouse",
     "posttest",
     "slides",
+    "gpushare",
     "card",
     "command",
     "env",

@@ -6,7 +6,7 @@ a port each (``--base-port`` + n), a GPU each (round-robin over ``--gpus``) and 
 
 - ``start.sh``: starts every student's ``python -m fp16lab lab --ip ... --port ... --no-browser`` in the
   background (the token in ``JUPYTER_TOKEN``, never on a command line; ``FP16LAB_SHARED_GPU`` says how many
-  share each GPU, which the doctor and :func:`fp16lab.course.env.gpu_sharing` report), a log and a pid file
+  share each GPU, which the doctor and :func:`fp16lab.course.gpushare.gpu_sharing` report), a log and a pid file
   in each student's folder;
 - ``stop.sh``: stops them;
 - ``roster.csv``: student, port, GPU and the URL with its token, to hand out (keep it private).

@@ -36,9 +36,6 @@ __all__ = [
     "cuda_unavailable_reason",
     "driver_cuda_version",
     "torchvision_check",
-    "GPUShare",
-    "gpu_sharing",
-    "SHARED_ENV",
     "MIN_DRIVER",
     "label",
 ]
@@ -315,7 +312,11 @@ def report(device_index: int = 0) -> Report:
     rows += capability_checks(facts.capability, facts.name)
     rows.append(_peak_check(facts.name))
     rows.append(Check("TF32 settings", _tf32_text()))
-    rows.append(gpu_sharing(index).check())
+    from fp16lab.course.gpushare import gpu_sharing
+
+    share = gpu_sharing(index)
+    rows.append(Check("GPU shared", tr("yes"), Status.WARN, str(share)) if share.shared
+                else Check("GPU shared", tr("no")))
     return Report(rows)
 
 
@@ -470,115 +471,6 @@ def torchvision_check() -> Check:
 def _first_line(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {lines[0] if lines else ''}".strip()
-
-
-SHARED_ENV = "FP16LAB_SHARED_GPU"  # set by whoever shares a GPU out (e.g. `workshop classroom`): how many share it
-
-
-@dataclass(frozen=True)
-class GPUShare:
-    """Who else uses this GPU: other processes (nvidia-smi), memory they hold, and what that does to speed."""
-
-    index: int
-    others: tuple[str, ...] = ()  # "pid name (MiB)" per other process nvidia-smi shows
-    other_gib: float = 0.0  # memory in use on the GPU beyond this process's own (covers hidden processes)
-    declared: int = 0  # FP16LAB_SHARED_GPU: how many learners the instructor put on this GPU
-    available: bool = True  # False: no CUDA GPU here, nothing to say
-
-    @property
-    def shared(self) -> bool:
-        return self.available and (bool(self.others) or self.other_gib >= 1.0 or self.declared > 1)
-
-    def __str__(self) -> str:
-        if not self.available:
-            return tr("no CUDA GPU here: nothing shares it")
-        if not self.shared:
-            return tr("cuda:{index} is not shared: no other process uses it now", index=self.index)
-        who = []
-        if self.others:
-            who.append(tr("{n} other process(es): {list}", n=len(self.others), list="; ".join(self.others)))
-        if self.other_gib >= 1.0:
-            who.append(tr("{gib:.1f} GiB held by others", gib=self.other_gib))
-        if self.declared > 1:
-            who.append(tr("{n} learners share it ({env})", n=self.declared, env=SHARED_ENV))
-        return tr("cuda:{index} is SHARED ({who}). The GPU time-slices between processes: your speed numbers come "
-                  "out lower and noisier than the card's own, and a lesson's speed check can fail because of a "
-                  "neighbour's work, not yours. Run the speed sections again when the GPU is quiet, or read the "
-                  "stored reference outputs; numerics and memory checks are not affected.",
-                  index=self.index, who="; ".join(who))
-
-    def __repr__(self) -> str:
-        return str(self)
-
-    def _repr_html_(self) -> str:
-        import html
-
-        colour = "#b35900" if self.shared else "#1a7f37"
-        return f'<div style="border-left:4px solid {colour};padding:4px 8px">{html.escape(str(self))}</div>'
-
-    def check(self) -> Check:
-        """This as a doctor row (WARN when shared)."""
-        if not self.shared:
-            return Check("GPU shared", tr("no"))
-        return Check("GPU shared", tr("yes"), Status.WARN, str(self))
-
-
-def _nvidia_smi_processes(index: int) -> list[str] | None:
-    """Compute processes on GPU ``index`` (by UUID, so CUDA_VISIBLE_DEVICES is respected), or None."""
-    import os
-
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return None
-    target = []
-    try:
-        uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
-        if uuid is not None:
-            u = str(uuid)
-            target = ["-i", u if u.startswith("GPU-") else f"GPU-{u}"]
-    except Exception:  # noqa: BLE001
-        target = []
-    try:
-        out = subprocess.run([exe, *target, "--query-compute-apps=pid,process_name,used_memory",
-                              "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=20,
-                             check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    rows = []
-    for line in out.strip().splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) >= 3 and parts[0].isdigit() and int(parts[0]) != os.getpid():
-            rows.append(f"{parts[0]} {os.path.basename(parts[1])} ({parts[2]} MiB)")
-    return rows
-
-
-def gpu_sharing(index: int = 0) -> GPUShare:
-    """Whether other processes share CUDA GPU ``index`` now, and what that does to the lessons' speed numbers.
-
-    Reads nvidia-smi's compute processes (other than this one), the memory in use beyond this process's
-    own (``torch.cuda.mem_get_info``: covers processes nvidia-smi cannot see from a container), and
-    ``FP16LAB_SHARED_GPU`` (the number of learners an instructor put on one GPU). Shows as a coloured
-    note in Jupyter; a lesson's setup cell displays it before any speed is measured. Default: GPU 0.
-    """
-    import os
-
-    index = non_negative_int("index", index)
-    raw = os.environ.get(SHARED_ENV, "").strip()
-    declared = int(raw) if raw.isdigit() else 0
-    if not torch.cuda.is_available():
-        return GPUShare(index, available=False, declared=declared)
-    count = torch.cuda.device_count()
-    if index >= count:
-        raise ValueError(f"index {index!r} is out of range: this machine has {count} CUDA GPU(s)")
-    others = _nvidia_smi_processes(index) or []
-    other_gib = 0.0
-    try:
-        free, total = torch.cuda.mem_get_info(index)
-        mine = torch.cuda.memory_reserved(index) + 0.75 * 2**30  # this process's cache + its CUDA context
-        other_gib = max(0.0, (total - free - mine) / 2**30)
-    except Exception:  # noqa: BLE001 (a fake or a busy device: the process list still speaks)
-        pass
-    return GPUShare(index, tuple(others), round(other_gib, 1), declared)
 
 
 def _driver_checks() -> list[Check]:
