@@ -11,24 +11,27 @@ CPU    ?=
 FULL   ?=
 LAB_LANG ?=
 TORCH_CPU_INDEX = https://download.pytorch.org/whl/cpu
+# The tested versions (constraints.txt: pip's -c). `make setup LOCK=` installs the newest instead.
+LOCK   ?= constraints.txt
+PIN     = $(if $(LOCK),-c $(LOCK))
 
 .PHONY: setup browser lab workspace test check types doctor lint clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	@echo "==> [1/3] Python environment in $(VENV)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@if [ -n "$(CPU)" ]; then \
 	  echo "==> [2/3] CPU-only PyTorch from $(TORCH_CPU_INDEX) (CPU=1)"; \
 	  $(BIN)/python -m pip install --disable-pip-version-check --progress-bar on --retries 1 --timeout 15 \
-	    torch torchvision --index-url $(TORCH_CPU_INDEX) 2>$(VENV)/cpu-index.log \
+	    $(PIN) torch torchvision --index-url $(TORCH_CPU_INDEX) 2>$(VENV)/cpu-index.log \
 	  || { echo "==> [2/3] $(TORCH_CPU_INDEX) cannot be reached (pip's messages: $(VENV)/cpu-index.log):"; \
 	       echo "          PyPI's default PyTorch comes with the next step instead (its Linux wheel brings the CUDA"; \
 	       echo "          libraries; on a mirror set PIP_INDEX_URL, or install torch yourself, then run make again)"; }; \
 	else echo "==> [2/3] PyTorch comes with the next step (no GPU? stop here and run: make setup CPU=1)"; fi
-	@echo "==> [3/3] fp16lab, PyTorch, JupyterLab and the test tools: pip install -e '.[dev]' (a few minutes and a few GB the first time; pip names each package as it goes)"
-	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -e '.[dev]'
+	@echo "==> [3/3] fp16lab, PyTorch, JupyterLab and the test tools: pip install -e '.[dev]'$(if $(LOCK), at the tested versions of $(LOCK)) (a few minutes and a few GB the first time; pip names each package as it goes)"
+	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on $(PIN) -e '.[dev]'
 	@touch $(STAMP)
 	@echo "==> set-up done: $(BIN)/python; next: make lab (or make doctor)"
 

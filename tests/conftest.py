@@ -37,6 +37,7 @@ def fake_gpu(monkeypatch):
     ``fake_gpu.caps`` instead of reaching torch.
     """
     monkeypatch.delenv("FP16LAB_PROFILE", raising=False)
+    import torchvision.models  # noqa: F401  (first imported under a faked torch.version.cuda, it refuses)
     monkeypatch.setattr(hardware, "_override", [])
     monkeypatch.setattr(hardware, "_capped", {})
     caps: list[tuple[float, int]] = []

@@ -479,6 +479,9 @@ def test_a_learners_session_in_jupyterlab(tmp_path, capsys):
                           and s["connection"] == "connected", "opening the lesson from the start page",
                           deadline, mine)
         assert state["cells"] and state["writable"] is True, "the learner's copy must be writable"
+        time.sleep(2)  # JupyterLab writes the kernel's kernelspec/language_info just after the kernel starts
+        assert page.evaluate("() => window.jupyterapp.shell.currentWidget.context.model.dirty") is False, \
+            "a fresh copy must open saved (its kernelspec and language_info are this environment's)"
         # 3. Run All, then save
         _run_all(page, server, mine, deadline)
         _click_menu(page, "File", "Save Notebook")
@@ -546,6 +549,8 @@ def test_a_learners_session_in_jupyterlab(tmp_path, capsys):
         # its tab says "reference", the learner's copy of the same name does not
         assert _tab_label(page, LESSON.name, deadline) == '"reference · "', page.evaluate(TAB_LABELS_JS)
         assert _tab_label(page, mine, deadline) == "none", page.evaluate(TAB_LABELS_JS)
+        assert _tab_label(page, theirs, deadline) == '"exercises · "', \
+            "the student copy's tab differs from the learner's copy of a lesson of the same name"
         status, model = _api(server, "GET", f"contents/{LESSON.name}")
         assert status == 200 and isinstance(model, dict) and model["writable"] is False
         status, message = _api(server, "PUT", f"contents/{LESSON.name}", model)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -192,3 +193,189 @@ def test_run_metadata_refuses_a_device_this_machine_lacks(device, fake_gpu):
     fake_gpu("none")
     with pytest.raises(ValueError, match="device"):
         run_metadata(device)
+
+
+# ---- a driver too old for the wheel, a torchvision that cannot run, a shared GPU (issue 48) ----------------
+
+def _old_driver(monkeypatch, fake_gpu, *, wheel="13.0", supports=(12, 2), driver="535.104.05"):
+    from fp16lab.course import env
+
+    fake_gpu("none", cuda_build=wheel)
+    monkeypatch.setattr(env, "_driver_version", lambda: driver)
+    monkeypatch.setattr(env, "driver_cuda_version", lambda: supports)
+    monkeypatch.setattr(env, "cuda_unavailable_reason", lambda: "The NVIDIA driver on your system is too old "
+                        "(found version 12020). Please update your GPU driver")
+    return env
+
+
+def test_a_driver_too_old_for_the_wheel_fails_naming_both_and_the_fix(monkeypatch, fake_gpu):
+    _old_driver(monkeypatch, fake_gpu)
+    r = report()
+    assert not r.ok, "a GPU the wheel cannot use is a failure, not a quiet fall-back to quick mode"
+    row = r["driver"]
+    assert row.status is Status.FAIL
+    assert "535.104.05" in row.value and "12.2" in row.value and "13.0" in row.value, row.value
+    assert "580.65.06" in row.fix, "names the driver the wheel needs"
+    assert "--index-url https://download.pytorch.org/whl/cu126" in row.fix, "or the wheel this driver runs"
+    assert "too old" in r["CUDA GPU"].value, "torch's own reason is shown"
+
+
+def test_the_driver_version_comes_from_torchs_message_without_libcuda(monkeypatch, fake_gpu):
+    env = _old_driver(monkeypatch, fake_gpu, supports=None)
+    monkeypatch.setattr(env, "driver_cuda_version", lambda: None)
+    row = report()["driver"]
+    assert row.status is Status.FAIL and "up to 12.2" in row.value, row.value
+
+
+def test_a_driver_new_enough_is_no_driver_failure(monkeypatch, fake_gpu):
+    from fp16lab.course import env
+
+    fake_gpu("none", cuda_build="12.6")
+    monkeypatch.setattr(env, "driver_cuda_version", lambda: (12, 8))
+    monkeypatch.setattr(env, "cuda_unavailable_reason", lambda: "No CUDA GPUs are available")
+    r = report()
+    assert r.ok and "driver" not in [c.name for c in r.checks]
+    assert "No CUDA GPUs are available" in r["CUDA GPU"].value
+
+
+def test_cuda_unavailable_reason_is_torchs_own_words():
+    from fp16lab.course.env import cuda_unavailable_reason
+
+    reason = cuda_unavailable_reason()
+    if torch.cuda.is_available():
+        assert reason is None
+    elif torch.version.cuda is None:
+        assert reason is None, "a CPU-only build has no CUDA to explain"
+    else:
+        assert reason and "Torch not compiled" not in reason, reason
+
+
+def test_a_torchvision_whose_models_cannot_import_fails(monkeypatch, fake_gpu):
+    import builtins
+
+    fake_gpu("none")
+    real_import = builtins.__import__
+
+    def broken(name, *args, **kwargs):
+        if name == "torchvision.models" or (name == "torchvision" and args and args[2] and "models" in args[2]):
+            raise RuntimeError("operator torchvision::nms does not exist")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", broken)
+    r = report()
+    row = r["torchvision works"]
+    assert row.status is Status.FAIL and not r.ok
+    assert "operator torchvision::nms does not exist" in row.value
+    assert "torchvision 0." in row.fix and "--index-url" in row.fix
+
+
+def test_a_torchvision_whose_operators_fail_warns(monkeypatch, fake_gpu):
+    import torchvision.ops
+
+    fake_gpu("none")
+
+    def nms(*a, **k):
+        raise RuntimeError("Could not run 'torchvision::nms' with arguments from the 'CPU' backend")
+
+    monkeypatch.setattr(torchvision.ops, "nms", nms)
+    row = report()["torchvision works"]
+    assert row.status is Status.WARN and "torchvision::nms" in row.value
+
+
+def test_a_working_torchvision_runs_nms_here():
+    from fp16lab.course.env import torchvision_check
+
+    row = torchvision_check()
+    assert row.status is not Status.FAIL, row
+    if row.status is Status.OK:
+        assert "ops.nms runs" in row.value
+
+
+def test_gpu_sharing_names_the_other_processes_and_what_they_do(monkeypatch, fake_gpu):
+    from fp16lab.course import gpushare
+
+    fake_gpu("ada")
+    monkeypatch.delenv(gpushare.SHARED_ENV, raising=False)
+    monkeypatch.setattr(gpushare, "_nvidia_smi_processes", lambda i: [])
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda i=0: 0)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.setattr(gpushare, "_used_gib", lambda i: 3.25)
+    assert gpushare.gpu_sharing().shared, "3.25 GiB in use and none of it this process's: someone else is there"
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda i=0: 2.5 * 2**30)
+    assert not gpushare.gpu_sharing().shared, "this process's own memory is not a neighbour"
+    monkeypatch.setattr(gpushare, "_used_gib", lambda i: 0.3)
+    assert not gpushare.gpu_sharing().shared
+    assert report()["GPU shared"].status is Status.OK
+    monkeypatch.setattr(gpushare, "_nvidia_smi_processes", lambda i: ["4242 python (3000 MiB)"])
+    share = gpushare.gpu_sharing()
+    assert share.shared and "4242 python" in str(share) and "time-slices" in str(share)
+    assert "speed check can fail" in share._repr_html_()
+    assert report()["GPU shared"].status is Status.WARN
+    monkeypatch.setattr(gpushare, "_nvidia_smi_processes", lambda i: None)  # a container: nvidia-smi sees nobody
+    monkeypatch.setenv(gpushare.SHARED_ENV, "6")
+    assert gpushare.gpu_sharing().shared and "6 learners" in str(gpushare.gpu_sharing())
+    with pytest.raises(ValueError, match="index 3 is out of range"):
+        gpushare.gpu_sharing(3)
+    with pytest.raises(ValueError, match="index must be"):
+        gpushare.gpu_sharing(-1)
+
+
+def test_nvidia_smi_is_asked_about_the_gpu_this_process_sees(monkeypatch):
+    from fp16lab.course import gpushare
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-abc, 3")
+    assert gpushare._smi_target(0) == "GPU-abc" and gpushare._smi_target(1) == "3"
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert gpushare._smi_target(2) == "2"
+    calls = []
+    monkeypatch.setattr(gpushare.shutil, "which", lambda exe: "/bin/nvidia-smi")
+
+    def run(cmd, **kw):
+        calls.append(cmd)
+        return __import__("types").SimpleNamespace(stdout=f"{os.getpid()}, /usr/bin/python3, 500\n77, /opt/x/python, 9000\n")
+
+    monkeypatch.setattr(gpushare.subprocess, "run", run)
+    assert gpushare._nvidia_smi_processes(0) == ["77 python (9000 MiB)"], "this process is not its own neighbour"
+    assert calls[0][1:3] == ["-i", "0"]
+
+
+def test_gpu_sharing_without_a_gpu_says_so(fake_gpu):
+    from fp16lab.course.gpushare import gpu_sharing
+
+    fake_gpu("none")
+    share = gpu_sharing()
+    assert not share.shared and "no CUDA GPU" in str(share)
+
+
+ENGLISH = __import__("re").compile(r"\b[a-z]{3,}\s+[a-z]{3,}\b")
+
+
+@pytest.mark.parametrize("kind", ["none", "pascal", "ada", "volta", "old-driver"])
+def test_the_doctor_speaks_chinese_in_labels_and_values(kind, monkeypatch, fake_gpu):
+    """Under FP16LAB_LANG=zh no row has an English phrase of fp16lab's own: code, API names, units,
+    product names and torch's own messages stay as they are."""
+    import re
+
+    monkeypatch.setenv("FP16LAB_LANG", "zh")
+    if kind == "old-driver":
+        _old_driver(monkeypatch, fake_gpu)
+    else:
+        fake_gpu(kind, arch_list=["sm_75", "sm_80"] if kind == "volta" else None)
+        from fp16lab.course import env
+
+        monkeypatch.setattr(env, "cuda_unavailable_reason", lambda: None)
+    r = report()
+    frame = r.to_frame()
+    assert list(frame.columns) == ["check", "value", "status", "fix"], "pandas column names stay"
+    for (_, row), check in zip(frame.iterrows(), r.checks, strict=False):
+        for field in (row["check"], row["value"], row["fix"]):
+            plain = re.sub(r"`[^`]*`|https?://\S+|\(cited[^)]*\)|引用：[^）]*|“[^”]*”", "", field)  # torch's words quoted
+            plain = plain.replace(check.value if check.name in ("GPU", "peak table") else "\0", "")
+            for name in ("CUDA GPU", "Tensor Cores", "FP16 Tensor Cores", "PEAK_TFLOPS", "GeForce", "NVIDIA",
+                         "dense TFLOP/s", "ops.nms", "models", "transforms"):
+                plain = plain.replace(name, "")
+            assert not ENGLISH.search(plain), f"{check.name}: English left in {field!r}"
+    text = str(r)
+    assert "结论：" in text
+    if kind == "old-driver":
+        assert "驱动太旧" in text and "580.65.06" in text

@@ -141,7 +141,7 @@ def test_the_doctor_in_chinese_keeps_ok_warn_fail(zh, fake_gpu):
 
     fake_gpu("pascal", arch_list=["sm_60", "sm_70"])
     text = str(report())
-    assert "[WARN] BF16 native" in text and "[OK  ] Python" in text
+    assert "[WARN] 原生 BF16" in text and "[OK  ] Python" in text, "labels in Chinese, status words as they are"
     assert "修复：请用 fp16 加 GradScaler" in text
     assert text.splitlines()[-1] == "结论：没有 FAIL 行"
     assert "<th>检查项</th>" in report()._repr_html_()

@@ -314,8 +314,42 @@ def _session() -> Any:
     return Session(parse_model("resnet18"), CONFIGS["fp32_true"], 2, default_settings(), "train", torch.device("cpu"))
 
 
+# the workshop commands (issue 48): hand-out, classroom, plans, wheelhouse, the room's bench
+GOOD.update({
+    "dest": lambda tmp: tmp / "dest",
+    "students": lambda tmp: 1,
+    "ip": lambda tmp: "127.0.0.1",
+    "token": lambda tmp: None,
+    "plan": lambda tmp: "one-day",
+    "platform": lambda tmp: "current",
+    "wheelhouse": lambda tmp: "wheelhouse",
+    "answers": lambda tmp: "1b,2b",
+})
+
+
+def _room_file(tmp: Path) -> Path:
+    import json
+
+    f = tmp / "alice.json"
+    f.write_text(json.dumps({"metadata": {"device": "cpu", "mode": "quick"},
+                             "rows": [{"config": "article", "status": "ok", "img_per_s": 1.0}]}))
+    return f
+
+
+def _room(tmp: Path) -> Any:
+    from fp16lab.course.classroom import merge_bench
+
+    return merge_bench([_room_file(tmp)])
+
+
 _PROFILED = {"step_profile": {"a": [{"kind": "matmul", "ms_per_step": 1.0, "share_of_step": 1.0}]}}
 OVERRIDES: dict[str, dict[str, Callable[[Path], Any]]] = {
+    "fp16lab.course.classroom.merge_bench": {"paths": lambda tmp: [_room_file(tmp)]},
+    "fp16lab.course.slides.talk_track": {"lesson": lambda tmp: Path(__file__).resolve().parent.parent / "notebooks"
+                                         / "04_pitfalls_numerics.ipynb"},
+    "fp16lab.course.classroom.read_bench": {"path": _room_file},
+    "fp16lab.course.classroom.room_summary": {"frame": _room},
+    "fp16lab.course.classroom.plot_room": {"frame": _room, "path": lambda tmp: tmp / "room.png"},
     "fp16lab.train.checkpoint.read_checkpoint": {"path": _checkpoint},
     "fp16lab.train.step.train_step": {"scaler": lambda tmp: torch.amp.GradScaler("cpu", enabled=True)},
     "fp16lab.train.checkpoint.load_checkpoint": {"path": _checkpoint},

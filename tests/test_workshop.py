@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -216,6 +217,8 @@ def test_time_quick_mode_records_a_measured_time(tmp_path):
     (secs,) = agenda.time_quick_mode([lesson], tfile).values()
     table = json.loads(tfile.read_text())[lesson.name]
     assert table["quick"]["seconds"] == secs > 0 and table["full"]["seconds"] == 9.0
+    assert table["quick"]["cpus"] == os.cpu_count() and table["quick"]["load"] >= 0, "how busy the machine was"
+    assert f"{os.cpu_count()} CPUs at load {table['quick']['load']}" in agenda.agenda_table(tfile)
     assert lesson.read_bytes() == before, "timing a lesson must not rewrite it"
     assert "| 9 s (NVIDIA H200" in agenda.agenda_table(tfile)
     bad = _write(_lesson(solution="answer = 1 / 0"), tmp_path, "92_bad.ipynb")

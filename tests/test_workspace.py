@@ -176,7 +176,10 @@ def test_reference_tabs_are_labelled_in_the_labs_language(tmp_path, monkeypatch)
         assert f'content: "{label}";' in css, css
         # the selector: a notebook's tab whose tooltip path is not under work/ (JupyterLab's "Path: …" caption)
         assert '[title*=".ipynb"]:not([title*=": work/"])' in css
-        assert css.count("{") == css.count("}") == 3, "the template's braces must survive str.format"
+        assert css.count("{") == css.count("}") == 4, "the template's braces must survive str.format"
+        student = "练习版 · " if lang == "zh" else "exercises · "
+        assert f'content: "{student}";' in css and '[title*="work/student/"]' in css, \
+            "a student copy's tab differs from the learner's copy of the same lesson"
 
 
 def test_make_lab_runs_the_lab_command():
@@ -294,6 +297,8 @@ def test_chinese_copies_go_to_work_zh_with_a_chinese_note(zh_repo):
     (work / "00_first.ipynb").write_text((work / "00_first.ipynb").read_text().replace("x = 1", "x = '我的'"))
     again = workspace.prepare(zh_repo, lang="zh")
     assert not again.created and "我的" in (work / "00_first.ipynb").read_text(), "a learner's copy is never overwritten"
+    assert str(ws).startswith("你的工作区：") and "新副本：" in str(ws) and "保持原样（你的成果）：2 个文件" in str(again), \
+        "what `make lab LAB_LANG=zh` prints about the workspace is Chinese"
     ((fresh, old),) = workspace.reset(["00"], zh_repo, lang="zh")
     assert fresh == work / "00_first.ipynb" and old is not None and old.parent == work / "old"
     english = workspace.prepare(zh_repo)
@@ -362,3 +367,65 @@ def test_a_chinese_reference_file_names_the_chinese_copy(zh_repo):
         assert "Work in your copy, work/zh/00_first.ipynb" in refused.value.log_message
 
     asyncio.run(scenario())
+
+
+# ---- a lab on a shared server: --ip needs a token (issue 48) -------------------------------------------
+
+def test_a_non_local_address_needs_a_token(tmp_path, monkeypatch):
+    monkeypatch.delenv(lab.TOKEN_ENV, raising=False)
+    assert lab.is_local("127.0.0.1") and lab.is_local("::1") and lab.is_local("localhost") and lab.is_local("127.0.0.2")
+    assert not lab.is_local("0.0.0.0") and not lab.is_local("") and not lab.is_local("10.1.2.3")
+    assert not lab.is_local("lab.example.org")
+    with pytest.raises(ValueError, match=r"ip '0.0.0.0' can be reached from other machines.*at least 16 characters "
+                                         r"\(got none\)"):
+        lab.lab_command(tmp_path, ip="0.0.0.0")
+    with pytest.raises(ValueError, match=r"got 5 characters"):
+        lab.lab_command(tmp_path, ip="0.0.0.0", token="short")
+    with pytest.raises(ValueError, match="token must not be empty"):
+        lab.lab_command(tmp_path, token="")  # an empty token switches authentication off, even on localhost
+    with pytest.raises(ValueError, match="ip must be an address or host name without spaces"):
+        lab.lab_command(tmp_path, ip="0.0.0.0 --foo")
+    token = lab.new_token()
+    assert len(token) >= lab.MIN_TOKEN_CHARS and token != lab.new_token()
+    cmd = lab.lab_command(tmp_path, ip="0.0.0.0", token=token, token_in_env=True)
+    assert "--ServerApp.ip=0.0.0.0" in cmd
+    assert not any(token in c for c in cmd), "the token stays off the command line (the process list shows it)"
+    assert lab.lab_env("en", {}, token=token)[lab.TOKEN_ENV] == token
+    monkeypatch.setenv(lab.TOKEN_ENV, token)
+    assert lab.check_bind("0.0.0.0", None) == "0.0.0.0", "JUPYTER_TOKEN counts as the token"
+
+
+def test_lab_on_a_shared_server_from_the_command_line(monkeypatch):
+    env = {k: v for k, v in os.environ.items() if k != lab.TOKEN_ENV}
+    run = [sys.executable, "-m", "fp16lab", "lab", "--dry-run", "--ip", "0.0.0.0"]
+    refused = subprocess.run(run, cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert refused.returncode == 2 and "needs a token" in refused.stderr, refused.stderr
+    ok = subprocess.run([*run, "--token", "auto"], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert ok.returncode == 0 and "--ServerApp.ip=0.0.0.0" in ok.stdout, ok.stdout + ok.stderr
+    assert "JUPYTER_TOKEN=<hidden>" in ok.stdout and "IdentityProvider.token" not in ok.stdout
+
+
+def test_lab_settings_switch_off_the_news_pop_up(tmp_path, monkeypatch):
+    import jupyterlab.commands
+
+    monkeypatch.setattr(jupyterlab.commands, "get_app_dir", lambda: str(tmp_path / "app"))
+    data = json.loads((lab.write_lab_settings(tmp_path / "s") / "overrides.json").read_text())
+    assert data["@jupyterlab/apputils-extension:notification"] == {"fetchNews": "false", "checkForUpdates": False}
+    # the values must be what JupyterLab's own schema allows (fetchNews is a string: "true"/"false"/"none")
+    found = list(Path(sys.prefix).glob("share/jupyter/lab/schemas/@jupyterlab/apputils-extension/notification.json"))
+    if found:
+        props = json.loads(found[0].read_text())["properties"]
+        assert "false" in [o["const"] for o in props["fetchNews"]["oneOf"]]
+        assert props["checkForUpdates"]["type"] == "boolean"
+
+
+def test_a_fresh_copy_carries_this_kernels_metadata(repo):
+    """JupyterLab writes the kernel's kernelspec and language_info into a notebook when its kernel starts:
+    a copy carrying the reference machine's (another Python) would open marked unsaved."""
+    ws = workspace.prepare(repo)
+    meta = workspace.kernel_metadata()
+    assert meta["language_info"]["version"] == ".".join(map(str, sys.version_info[:3]))
+    for copy in ws.created:
+        nb = nbformat.read(copy, as_version=4)
+        assert nb.metadata["language_info"] == meta["language_info"]
+        assert nb.metadata["kernelspec"] == meta["kernelspec"]

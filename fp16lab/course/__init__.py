@@ -11,7 +11,12 @@ the tools around the lessons, each reachable from ``python -m fp16lab <command>`
 - ``outputs``: run a lesson in place and stamp where its outputs came from (``outputs``)
 - ``student``: student copies of the lessons (solutions replaced by prompts)
 - ``verify``: prove each exercise both ways in a real kernel
-- ``agenda``: measured lesson times and the instructor guide's agenda table
+- ``agenda``: measured lesson times and the instructor guide's agenda table; ``plans``: the one-
+  and two-day workshop plans built on them
+- ``handout``: the student hand-out without solutions; ``classroom``: one lab per student on a
+  server, and the room's bench results merged; ``wheelhouse``: offline wheels at the pinned versions;
+  ``posttest``: the end-of-day questions, graded; ``slides``: a talk track per lesson (nbconvert slides)
+- ``gpushare``: whether a GPU is shared, said before a lesson measures speed (and in the doctor)
 - ``workshop``: the command line over ``student``, ``verify`` and ``agenda`` (``workshop``)
 - ``workspace``: the learner's own copies of the lessons under ``notebooks/work/`` (``workspace``)
 - ``lab``: start JupyterLab for a learner on that workspace (``lab``); ``labserver`` is the
@@ -30,6 +35,13 @@ Nothing here imports torch at import time.
 
 __all__ = [
     "agenda",
+    "plans",
+    "handout",
+    "classroom",
+    "wheelhouse",
+    "posttest",
+    "slides",
+    "gpushare",
     "card",
     "command",
     "env",

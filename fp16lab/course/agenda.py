@@ -116,6 +116,7 @@ def time_quick_mode(
             nb = nbformat.read(lesson, as_version=4)
             client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                                     resources={"metadata": {"path": str(lesson.parent)}})
+            load_before = _load()
             t0 = time.perf_counter()
             try:
                 client.execute()
@@ -124,9 +125,11 @@ def time_quick_mode(
             measured[lesson.name] = round(time.perf_counter() - t0, 1)
             meta = run_metadata()
             table = _load_timings(tfile)
+            # how busy the machine was: the 1-minute load average before and after, against its cores
+            # (a run on a loaded machine is slower; the agenda says so next to the time)
             table.setdefault(lesson.name, {})["quick"] = {
                 "seconds": measured[lesson.name], "device": meta["device"], "torch": meta["torch"],
-                "date": meta["date"]}
+                "date": meta["date"], "cpus": os.cpu_count(), "load": max(load_before, _load())}
             tfile.parent.mkdir(parents=True, exist_ok=True)
             tfile.write_text(json.dumps(table, indent=1, sort_keys=True, ensure_ascii=False) + "\n",
                              encoding="utf-8")
@@ -138,26 +141,39 @@ def time_quick_mode(
     return measured
 
 
+def _load() -> float:
+    """The 1-minute load average (0.0 where the system has none, e.g. Windows)."""
+    import os
+
+    try:
+        return round(os.getloadavg()[0], 1)
+    except (AttributeError, OSError):
+        return 0.0
+
+
 def _fmt(run: dict[str, Any] | None) -> str:
     if not run:
         return "not measured yet"
     secs = float(run["seconds"])
     when = str(run.get("date") or "")[:10]
-    return f"{secs:.0f} s ({run.get('device')}, torch {run.get('torch')}, {when})"
+    busy = f", {run['cpus']} CPUs at load {run['load']}" if run.get("cpus") and run.get("load") is not None else ""
+    return f"{secs:.0f} s ({run.get('device')}{busy}, torch {run.get('torch')}, {when})"
 
 
-def agenda_table(timings_file: "str | Path | None" = None) -> str:
+def agenda_table(timings_file: "str | Path | None" = None, *, lang: str = "en") -> str:
     """The agenda as a markdown table: lesson, measured quick-mode and full-mode run times.
 
     A missing timings file is an error (a wrong path must not read as "not measured yet").
-    Default: notebooks/student/timings.json.
+    Default: notebooks/student/timings.json. ``lang="zh"``: the headings in Chinese (the cells' data stay as recorded).
     """
+    from fp16lab.checks import existing_path
+    from fp16lab.course.i18n import check_lang
+
     table = _load_timings(existing_path("timings_file", _paths.timings_file() if timings_file is None
                                         else timings_file, kind="file"))
-    rows = [
-        "| Lesson | Exercises (answer variables) | Quick mode: run all, measured | Full mode: run all, measured |",
-        "| --- | --- | --- | --- |",
-    ]
+    head = ("| Lesson | Exercises (answer variables) | Quick mode: run all, measured | Full mode: run all, measured |"
+            if check_lang(lang) == "en" else "| 课程 | 练习（答案变量） | 快速模式：运行所有单元格，实测 | 完整模式：运行所有单元格，实测 |")
+    rows = [head, "| --- | --- | --- | --- |"]
     total = {"quick": 0.0, "full": 0.0}
     count = {"quick": 0, "full": 0}
     for name in sorted(table):

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from fp16lab.checks import non_negative_int
+from fp16lab.checks import text as checks_text
 from fp16lab.course.i18n import tr
 from fp16lab.device import mps_available, resolve_device
 from fp16lab.hardware import PROFILE_ENV, active_profile, chip_features, gpu_facts
@@ -32,6 +33,11 @@ __all__ = [
     "run_metadata",
     "report",
     "capability_checks",
+    "cuda_unavailable_reason",
+    "driver_cuda_version",
+    "torchvision_check",
+    "MIN_DRIVER",
+    "label",
 ]
 
 MIN_PYTHON = (3, 10)
@@ -81,18 +87,25 @@ class Report:
         raise KeyError(f"no check named {name!r}; have {[c.name for c in self.checks]}")
 
     def to_frame(self) -> "Any":
+        """The rows as a DataFrame (columns check, value, status, fix; the check's label in the learner's language)."""
         import pandas as pd
 
         return pd.DataFrame(
-            [(c.name, c.value, c.status.value, c.fix) for c in self.checks],
+            [(label(c.name), c.value, c.status.value, c.fix) for c in self.checks],
             columns=["check", "value", "status", "fix"],
         )
 
     def __str__(self) -> str:
-        w = max(len(c.name) for c in self.checks)
+        from unicodedata import east_asian_width
+
+        def width(t: str) -> int:  # a CJK character takes two columns in a terminal
+            return sum(2 if east_asian_width(ch) in "WF" else 1 for ch in t)
+
+        w = max(width(label(c.name)) for c in self.checks)
         lines = []
         for c in self.checks:
-            lines.append(f"[{c.status.value:4}] {c.name:<{w}}  {c.value}")
+            name = label(c.name)
+            lines.append(f"[{c.status.value:4}] {name}{' ' * (w - width(name))}  {c.value}")
             if c.fix:
                 lines.append(f"{'':7}{'':<{w}}  " + tr("fix: {fix}", fix=c.fix))
         verdict = tr("no FAIL rows") if self.ok else tr("at least one FAIL row: see the fixes above")
@@ -110,7 +123,7 @@ class Report:
             colour = _COLOURS[c.status]
             rows.append(
                 "<tr>"
-                f'<td style="text-align:left">{html.escape(c.name)}</td>'
+                f'<td style="text-align:left">{html.escape(label(c.name))}</td>'
                 f'<td style="text-align:left">{html.escape(c.value)}</td>'
                 f'<td style="color:{colour};font-weight:bold">{c.status.value}</td>'
                 f'<td style="text-align:left">{_code_spans(html.escape(c.fix))}</td></tr>'
@@ -118,6 +131,26 @@ class Report:
         heads = (tr("check"), tr("value"), tr("status"), tr("fix"))
         head = "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in heads) + "</tr>"
         return f"<table>{head}{''.join(rows)}</table>"
+
+
+# The report's row labels, in the learner's language at display time (Check.name stays the English key:
+# ``report()["GPU"]`` works in both languages). Names that are API or product names stay as they are.
+LABELS = ("Python", "torch", "quick mode", "torch CUDA build", "Apple MPS", "CUDA GPU", "TF32 settings",
+          "hardware profile", "GPU", "driver", "cuDNN", "compute capability", "SMs", "memory",
+          "FP16 Tensor Cores", "BF16 native", "TF32", "FP8", "peak table", "torchvision works",
+          "GPU shared")
+
+
+def label(name: str) -> str:
+    """A row's label in the learner's language (``FP16LAB_LANG``); a package name stays as it is."""
+    name = checks_text("name", name)
+    zh = {"quick mode": tr("quick mode"), "torch CUDA build": tr("torch CUDA build"),
+          "TF32 settings": tr("TF32 settings"),
+          "hardware profile": tr("hardware profile"), "driver": tr("driver"),
+          "compute capability": tr("compute capability"), "SMs": tr("SMs"), "memory": tr("memory"),
+          "BF16 native": tr("BF16 native"), "peak table": tr("peak table"),
+          "torchvision works": tr("torchvision works"), "GPU shared": tr("GPU shared")}
+    return zh.get(name, name)
 
 
 def _code_spans(text: str) -> str:
@@ -151,10 +184,21 @@ def _version_tuple(v: str) -> tuple[int, ...]:
 
 def _tf32_text() -> str:
     st = tf32_state()
-    return (
-        f"matmul.fp32_precision={st['matmul']!r}, cudnn.conv.fp32_precision={st['cudnn_conv']!r} "
-        "(PyTorch's default: 'ieee' matmuls, 'tf32' convolutions)"
-    )
+    return tr("matmul.fp32_precision={matmul!r}, cudnn.conv.fp32_precision={conv!r} "
+              "(PyTorch's default: 'ieee' matmuls, 'tf32' convolutions)", matmul=st["matmul"], conv=st["cudnn_conv"])
+
+
+def _mode_value(m: "Any") -> str:
+    """The mode row's value: ``quick (no CUDA GPU)``, in the learner's language."""
+    reason = str(m.reason)
+    if reason == "no CUDA GPU":
+        reason = tr("no CUDA GPU")
+    elif reason == "CI is set":
+        reason = tr("CI is set")
+    elif reason.startswith("CUDA GPU: "):
+        reason = tr("CUDA GPU: {label}", label=reason.removeprefix("CUDA GPU: "))
+    names = {"quick": tr("quick"), "full": tr("full"), "full-smoke": tr("full, fewer steps (smoke)")}
+    return tr("{mode} ({reason})", mode=names.get(m.name, m.name), reason=reason)
 
 
 def run_metadata(device: "torch.device | str | None" = None) -> dict[str, Any]:
@@ -236,21 +280,25 @@ def report(device_index: int = 0) -> Report:
     try:
         active_profile()
     except ValueError as exc:  # an unknown FP16LAB_PROFILE: everything below would raise it
-        rows.append(Check("hardware profile", f"{PROFILE_ENV} not usable", Status.FAIL, str(exc)))
+        rows.append(Check("hardware profile", tr("{env} not usable", env=PROFILE_ENV), Status.FAIL, str(exc)))
         return Report(rows)
     m = mode()
-    rows.append(Check("quick mode", f"{m.name} ({m.reason})"))
+    rows.append(Check("quick mode", _mode_value(m)))
     rows.append(_cuda_build_check())
+    rows.append(torchvision_check())
     if mps_available():
-        rows.append(Check("Apple MPS", "available (fp16 autocast works; no GradScaler speed claims)"))
+        rows.append(Check("Apple MPS", tr("available (fp16 autocast works; no GradScaler speed claims)")))
     if not torch.cuda.is_available():
+        old = _driver_too_old(cuda_unavailable_reason())
+        if old is not None:
+            rows.append(old)
         rows.append(_no_gpu_check())
         rows.append(Check("TF32 settings", _tf32_text()))
         return Report(rows)
     try:
         facts = gpu_facts(index)
     except ValueError as exc:  # an unknown profile, or one bigger than this card
-        rows.append(Check("hardware profile", f"{PROFILE_ENV} not usable", Status.FAIL, str(exc)))
+        rows.append(Check("hardware profile", tr("{env} not usable", env=PROFILE_ENV), Status.FAIL, str(exc)))
         return Report(rows)
     assert facts is not None
     rows += _driver_checks()
@@ -264,6 +312,11 @@ def report(device_index: int = 0) -> Report:
     rows += capability_checks(facts.capability, facts.name)
     rows.append(_peak_check(facts.name))
     rows.append(Check("TF32 settings", _tf32_text()))
+    from fp16lab.course.gpushare import gpu_sharing
+
+    share = gpu_sharing(index)
+    rows.append(Check("GPU shared", tr("yes"), Status.WARN, str(share)) if share.shared
+                else Check("GPU shared", tr("no")))
     return Report(rows)
 
 
@@ -289,21 +342,135 @@ def _torch_check() -> Check:
 def _cuda_build_check() -> Check:
     if torch.version.cuda is None:
         return Check(
-            "torch CUDA build", "CPU-only wheel", Status.WARN,
+            "torch CUDA build", tr("CPU-only wheel"), Status.WARN,
             tr("if this machine has an NVIDIA GPU, install a CUDA wheel: "
                "`pip install torch --index-url https://download.pytorch.org/whl/cu126`"),
         )
     return Check("torch CUDA build", f"CUDA {torch.version.cuda}")
 
 
+# The oldest Linux driver each CUDA major version of a wheel runs on (minor version compatibility within a
+# major; cited: NVIDIA CUDA Toolkit release notes, "CUDA Toolkit and Corresponding Driver Versions").
+MIN_DRIVER = {13: "580.65.06", 12: "525.60.13", 11: "450.80.02"}
+TORCH_INDEX = "https://download.pytorch.org/whl/"
+
+
+def cuda_unavailable_reason() -> str | None:
+    """Why this torch cannot use CUDA, in torch's own words (``torch.cuda.init()``'s error), or None.
+
+    ``torch.cuda.is_available()`` only says False (and warns once); ``torch.cuda.init()`` raises the
+    reason every time: "Found no NVIDIA driver on your system", "The NVIDIA driver on your system is
+    too old (found version 12020)", "No CUDA GPUs are available", ...
+    """
+    if torch.version.cuda is None:
+        return None
+    try:
+        torch.cuda.init()
+    except Exception as exc:  # noqa: BLE001 (any failure is the answer)
+        first = str(exc).strip().splitlines()
+        return first[0] if first else type(exc).__name__
+    return None
+
+
+def driver_cuda_version() -> tuple[int, int] | None:
+    """The newest CUDA version the installed NVIDIA driver supports (``cuDriverGetVersion``), or None."""
+    import ctypes
+    import os
+
+    for name in (["nvcuda.dll"] if os.name == "nt" else ["libcuda.so.1", "libcuda.so"]):
+        try:
+            lib = ctypes.CDLL(name)
+            v = ctypes.c_int(0)
+            if lib.cuDriverGetVersion(ctypes.byref(v)) == 0 and v.value > 0:
+                return v.value // 1000, (v.value % 1000) // 10
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
+def _driver_too_old(reason: str | None) -> Check | None:
+    """A FAIL row naming the driver, the wheel's CUDA and the fix, when the driver is older than the wheel."""
+    wheel = _version_tuple(torch.version.cuda or "")
+    if len(wheel) < 2:
+        return None
+    supports = driver_cuda_version()
+    found = re.search(r"too old \(found version (\d+)\)", reason or "")
+    if supports is None and found:
+        v = int(found.group(1))
+        supports = (v // 1000, (v % 1000) // 10)
+    if supports is None or supports[0] >= wheel[0]:
+        if not (reason and "too old" in reason):
+            return None
+    driver = _driver_version() or tr("unknown")
+    have = f"{supports[0]}.{supports[1]}" if supports else "?"
+    need = MIN_DRIVER.get(wheel[0], "?")
+    alt = "cu128" if supports and supports >= (12, 8) else ("cu126" if supports and supports >= (12, 0) else None)
+    fix = tr("update the NVIDIA driver to {need} or newer (Linux; cited: NVIDIA's CUDA release notes), "
+             "then run the doctor again", need=need)
+    if alt:
+        fix += tr("; or keep this driver and install torch built for CUDA {cuda}: `pip install --force-reinstall "
+                  "torch torchvision --index-url {index}{tag}`", cuda=f"{alt[2:4]}.{alt[4:]}", index=TORCH_INDEX,
+                  tag=alt)
+    return Check("driver", tr("{driver} supports CUDA up to {have}, but torch {torch} is built with CUDA {wheel}: "
+                              "the driver is too old, so torch sees no GPU", driver=driver, have=have,
+                              torch=torch.__version__, wheel=torch.version.cuda), Status.FAIL, fix)
+
+
 def _no_gpu_check() -> Check:
     why = tr("no CUDA device visible") if torch.version.cuda else tr("torch has no CUDA support")
+    reason = cuda_unavailable_reason()
+    if reason:
+        why = tr("{why}; torch says: \"{reason}\"", why=why, reason=reason)
     return Check(
         "CUDA GPU", tr("none ({why})", why=why), Status.WARN,
         tr("lessons run in quick mode on the CPU and show the committed H200 reference outputs for "
            "GPU-only results; for your own numbers use an NVIDIA GPU (check `nvidia-smi`, and "
            "`CUDA_VISIBLE_DEVICES`)"),
     )
+
+
+def torchvision_check() -> Check:
+    """FAIL when ``import torchvision.models`` fails; WARN when its C++ operators do not run (``ops.nms``).
+
+    The version alone says nothing: PyPI's CUDA-built torchvision beside a CPU-only torch imports as far
+    as its operators and then fails ("operator torchvision::nms does not exist"). The lessons need the
+    models and transforms; the operators only for detection models.
+    """
+    import importlib.metadata as md
+
+    try:
+        version = md.version("torchvision")
+    except md.PackageNotFoundError:
+        return Check("torchvision works", tr("not installed"), Status.FAIL,
+                     tr("`pip install {pkg}` (or run `make setup`)", pkg="torchvision"))
+    tv = _version_tuple(torch.__version__)
+    match = f"0.{tv[1] + 15}" if len(tv) == 2 and tv[0] == 2 else "?"  # torchvision 0.(N+15) is torch 2.N's
+    fix = tr("install the torchvision built for this torch, from the same place as torch (torch {torch} goes "
+             "with torchvision {match}.x; a CPU-only torch with the one from {index}cpu): `pip install "
+             "--force-reinstall torch=={plain} torchvision --index-url <the index torch came from>`",
+             torch=torch.__version__, match=match, index=TORCH_INDEX, plain=torch.__version__.split("+")[0])
+    try:
+        import torchvision.models  # noqa: F401
+    except Exception as exc:  # noqa: BLE001 (ImportError, RuntimeError from operator registration, ...)
+        return Check("torchvision works", tr("{version}: `import torchvision.models` fails: {error}", version=version,
+                                             error=_first_line(exc)), Status.FAIL, fix)
+    try:
+        from torchvision.ops import nms
+
+        boxes = torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 1.0], [2.0, 2.0, 3.0, 3.0]])
+        kept = nms(boxes, torch.tensor([0.9, 0.8, 0.7]), 0.5).tolist()
+        if kept != [0, 2]:
+            raise RuntimeError(f"nms kept {kept}, expected [0, 2]")
+    except Exception as exc:  # noqa: BLE001
+        return Check("torchvision works", tr("{version}: models import; its operators fail ({error})",
+                                             version=version, error=_first_line(exc)), Status.WARN,
+                     tr("the lessons need only the models and transforms; for detection ops: {fix}", fix=fix))
+    return Check("torchvision works", tr("{version}: models import, ops.nms runs", version=version))
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}".strip()
 
 
 def _driver_checks() -> list[Check]:
@@ -338,7 +505,8 @@ def _arch_check(capability: tuple[int, int]) -> Check:
     if not arches or any(ok(a) for a in arches):
         return Check("compute capability", sm)
     return Check(
-        "compute capability", f"{sm}: this torch build has no kernels for it (built for {', '.join(arches)})",
+        "compute capability", tr("{sm}: this torch build has no kernels for it (built for {arches})", sm=sm,
+                                 arches=", ".join(arches)),
         Status.FAIL,
         tr("the series does not support this GPU with this torch build; torch's CUDA 12.6 wheels still "
            "ship Volta (sm_70) kernels: `pip install torch torchvision --index-url "
@@ -352,13 +520,14 @@ def _peak_check(name: str) -> Check:
     peak = peak_for(name)
     if peak is None:
         return Check(
-            "peak table", f"{name!r} is not in fp16lab.hardware.PEAK_TFLOPS", Status.WARN,
+            "peak table", tr("{name!r} is not in fp16lab.hardware.PEAK_TFLOPS", name=name), Status.WARN,
             tr("'% of peak' figures are not shown; add your GPU's datasheet numbers to `PEAK_TFLOPS`"),
         )
     return Check(
         "peak table",
-        f"{peak.gpu}: FP32 {peak.fp32}, TF32 {peak.tf32}, FP16 {peak.fp16}, BF16 {peak.bf16}, "
-        f"FP16-accumulate {peak.fp16_acc16}, FP8 {peak.fp8} dense TFLOP/s (cited: {peak.source})",
+        tr("{gpu}: FP32 {fp32}, TF32 {tf32}, FP16 {fp16}, BF16 {bf16}, FP16-accumulate {acc16}, FP8 {fp8} "
+           "dense TFLOP/s (cited: {source})", gpu=peak.gpu, fp32=peak.fp32, tf32=peak.tf32, fp16=peak.fp16,
+           bf16=peak.bf16, acc16=peak.fp16_acc16, fp8=peak.fp8, source=peak.source),
     )
 
 
@@ -367,25 +536,28 @@ def capability_checks(capability: tuple[int, int], name: str | None = None) -> l
     f = chip_features(capability, name)
     sm = f"sm_{capability[0]}{capability[1]}"
     return [
-        Check("FP16 Tensor Cores", "yes")
+        Check("FP16 Tensor Cores", tr("yes"))
         if f["fp16_tensor_cores"]
         else Check(
             "FP16 Tensor Cores",
-            f"no ({sm} < sm_70)" if capability < (7, 0) else f"no ({name}: a GTX 16xx has none)",
+            tr("no ({sm} < {floor})", sm=sm, floor="sm_70") if capability < (7, 0)
+            else tr("no ({name}: a GTX 16xx has none)", name=name),
             Status.WARN,
             tr("fp16 runs but without Tensor Cores: expect little or no AMP speed-up on this GPU"),
         ),
-        Check("BF16 native", "yes")
+        Check("BF16 native", tr("yes"))
         if f["bf16_native"]
         else Check(
             "BF16 native",
-            f"no ({sm} < sm_80)",
+            tr("no ({sm} < {floor})", sm=sm, floor="sm_80"),
             Status.WARN,
             tr("use fp16 with GradScaler; `torch.cuda.is_bf16_supported()` may still say True "
                "here because bf16 is emulated (slow)"),
         ),
-        Check("TF32", "yes")
+        Check("TF32", tr("yes"))
         if f["tf32"]
-        else Check("TF32", f"no ({sm} < sm_80)", Status.WARN, tr("FP32 matmuls run at plain FP32 speed")),
-        Check("FP8", "yes (lesson 09_fp8)" if f["fp8"] else f"no ({sm} < sm_89; lesson 09_fp8 shows its numerics and the reference run)"),
+        else Check("TF32", tr("no ({sm} < {floor})", sm=sm, floor="sm_80"), Status.WARN,
+                   tr("FP32 matmuls run at plain FP32 speed")),
+        Check("FP8", tr("yes (lesson 09_fp8)") if f["fp8"]
+              else tr("no ({sm} < sm_89; lesson 09_fp8 shows its numerics and the reference run)", sm=sm)),
     ]

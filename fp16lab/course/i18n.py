@@ -439,6 +439,64 @@ ZH: dict[str, str] = {
     "use fp16 with GradScaler; `torch.cuda.is_bf16_supported()` may still say True here because bf16 is emulated (slow)":
         "请用 fp16 加 GradScaler；这里 `torch.cuda.is_bf16_supported()` 可能仍返回 True，因为 bf16 是模拟的（很慢）",
     "FP32 matmuls run at plain FP32 speed": "FP32 矩阵乘法以普通 FP32 的速度运行",
+    # the doctor's row labels (Check.name stays the English key) and values
+    "quick mode": "模式",
+    "torch CUDA build": "torch 的 CUDA 版本",
+    "TF32 settings": "TF32 设置",
+    "hardware profile": "硬件配置档",
+    "driver": "驱动",
+    "compute capability": "计算能力",
+    "SMs": "SM 数量",
+    "memory": "显存",
+    "BF16 native": "原生 BF16",
+    "peak table": "峰值算力表",
+    "torchvision works": "torchvision 可用",
+    "GPU shared": "GPU 共享",
+    "yes": "是",
+    "no": "否",
+    "quick": "快速模式",
+    "full": "完整模式",
+    "full, fewer steps (smoke)": "完整模式，步数更少（冒烟运行）",
+    "{mode} ({reason})": "{mode}（{reason}）",
+    "no CUDA GPU": "没有 CUDA GPU",
+    "CI is set": "设置了 CI",
+    "CUDA GPU: {label}": "CUDA GPU：{label}",
+    "CPU-only wheel": "仅 CPU 的 wheel",
+    "available (fp16 autocast works; no GradScaler speed claims)": "可用（fp16 autocast 能用；不对 GradScaler 的速度下结论）",
+    "{env} not usable": "{env} 不可用",
+    "{sm}: this torch build has no kernels for it (built for {arches})":
+        "{sm}：这个 torch 版本没有它的核函数（编译目标为 {arches}）",
+    "{name!r} is not in fp16lab.hardware.PEAK_TFLOPS": "{name!r} 不在 fp16lab.hardware.PEAK_TFLOPS 中",
+    "{gpu}: FP32 {fp32}, TF32 {tf32}, FP16 {fp16}, BF16 {bf16}, FP16-accumulate {acc16}, FP8 {fp8} dense TFLOP/s (cited: {source})":
+        "{gpu}：FP32 {fp32}、TF32 {tf32}、FP16 {fp16}、BF16 {bf16}、FP16 累加 {acc16}、FP8 {fp8} 稠密 TFLOP/s（引用：{source}）",
+    "no ({sm} < {floor})": "否（{sm} < {floor}）",
+    "no ({name}: a GTX 16xx has none)": "否（{name}：GTX 16xx 没有 Tensor Core）",
+    "yes (lesson 09_fp8)": "是（第 09 课 09_fp8）",
+    "no ({sm} < sm_89; lesson 09_fp8 shows its numerics and the reference run)":
+        "否（{sm} < sm_89；第 09 课 09_fp8 展示它的数值特性和参考运行）",
+    "matmul.fp32_precision={matmul!r}, cudnn.conv.fp32_precision={conv!r} (PyTorch's default: 'ieee' matmuls, 'tf32' convolutions)":
+        "matmul.fp32_precision={matmul!r}，cudnn.conv.fp32_precision={conv!r}（PyTorch 的默认值：矩阵乘法 'ieee'，卷积 'tf32'）",
+    "{why}; torch says: \"{reason}\"": "{why}；torch 给出的原因：“{reason}”",
+    "update the NVIDIA driver to {need} or newer (Linux; cited: NVIDIA's CUDA release notes), then run the doctor again":
+        "把 NVIDIA 驱动升级到 {need} 或更新（Linux；引用：NVIDIA CUDA 发行说明），然后再运行 doctor",
+    "; or keep this driver and install torch built for CUDA {cuda}: `pip install --force-reinstall torch torchvision --index-url {index}{tag}`":
+        "；或者保留这个驱动，安装为 CUDA {cuda} 构建的 torch：`pip install --force-reinstall torch torchvision --index-url {index}{tag}`",
+    "{driver} supports CUDA up to {have}, but torch {torch} is built with CUDA {wheel}: the driver is too old, so torch sees no GPU":
+        "驱动 {driver} 最高支持 CUDA {have}，而 torch {torch} 是用 CUDA {wheel} 构建的：驱动太旧，所以 torch 看不到 GPU",
+    "install the torchvision built for this torch, from the same place as torch (torch {torch} goes with torchvision {match}.x; a CPU-only torch with the one from {index}cpu): `pip install --force-reinstall torch=={plain} torchvision --index-url <the index torch came from>`":
+        "从安装 torch 的同一来源安装与这个 torch 配套的 torchvision（torch {torch} 配 torchvision {match}.x；仅 CPU 的 torch 配 {index}cpu 上的版本）：`pip install --force-reinstall torch=={plain} torchvision --index-url <torch 来自的索引>`",
+    "{version}: `import torchvision.models` fails: {error}": "{version}：`import torchvision.models` 失败：{error}",
+    "{version}: models import; its operators fail ({error})": "{version}：模型可以导入；它的算子运行失败（{error}）",
+    "the lessons need only the models and transforms; for detection ops: {fix}":
+        "课程只用到模型和 transforms；如果需要检测类算子：{fix}",
+    "{version}: models import, ops.nms runs": "{version}：模型可以导入，ops.nms 能运行",
+    "no CUDA GPU here: nothing shares it": "这里没有 CUDA GPU：不存在共享",
+    "cuda:{index} is not shared: no other process uses it now": "cuda:{index} 没有被共享：现在没有其他进程在用它",
+    "{n} other process(es): {list}": "另有 {n} 个进程：{list}",
+    "{gib:.1f} GiB held by others": "其他进程占用 {gib:.1f} GiB",
+    "{n} learners share it ({env})": "{n} 位学习者共用它（{env}）",
+    "cuda:{index} is SHARED ({who}). The GPU time-slices between processes: your speed numbers come out lower and noisier than the card's own, and a lesson's speed check can fail because of a neighbour's work, not yours. Run the speed sections again when the GPU is quiet, or read the stored reference outputs; numerics and memory checks are not affected.":
+        "cuda:{index} 正被共享（{who}）。GPU 在多个进程之间分时运行：你测得的速度会比这张卡本身的低，波动也更大；某课的速度检查可能因为别人的任务而失败，而不是因为你的代码。请在 GPU 空闲时重新运行测速的小节，或者阅读已存的参考输出；数值和显存检查不受影响。",
     # -- banners: the mode, the committed GPU reference, the stored outputs -------------------------------------
     "{title} ({reason}): {meaning}": "{title}（{reason}）：{meaning}",
     "QUICK MODE": "快速模式",
@@ -470,4 +528,13 @@ ZH: dict[str, str] = {
         "这是只读的参考版：要运行它，请打开 `notebooks/work/zh/` 中你的副本（`make lab LAB_LANG=zh` 或 `python -m fp16lab lab --lang zh` 会创建它）。",
     # -- the lab (fp16lab/course/lab.py): a reference lesson's tab label ------------------------------------------
     "reference · ": "参考版 · ",
+    "exercises · ": "练习版 · ",
+    "your workspace: {folder}": "你的工作区：{folder}",
+    "  new copies: {names}": "  新副本：{names}",
+    "  kept as they are (your work): {n} file(s)": "  保持原样（你的成果）：{n} 个文件",
+    "  note: the lesson behind {name} has changed since you copied it; `{command}` gives a fresh copy (yours moves to work/old/)":
+        "  注意：{name} 对应的课程在你复制之后有改动；`{command}` 会给你一份全新副本（你的旧副本移到 work/old/）",
+    "starting JupyterLab on {nbdir} (lessons outside work/ are read-only here; Ctrl-C stops it)":
+        "正在 {nbdir} 上启动 JupyterLab（这里 work/ 以外的课程是只读的；按 Ctrl-C 停止）",
+    "reachable from other machines: http://{host}:{port}/lab?token={token}": "其他机器可以访问：http://{host}:{port}/lab?token={token}",
 }

@@ -54,6 +54,11 @@ __all__ = [
     "configure",
     "add_parser",
     "REFERENCE_TAB_CSS",
+    "TOKEN_ENV",
+    "MIN_TOKEN_CHARS",
+    "is_local",
+    "check_bind",
+    "new_token",
 ]
 
 SETTINGS_OVERRIDES: dict[str, dict[str, Any]] = {
@@ -61,8 +66,12 @@ SETTINGS_OVERRIDES: dict[str, dict[str, Any]] = {
     "@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": True},
     # open the start page (and other markdown) as a rendered page, not in the text editor
     "@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"markdown": "Markdown Preview"}},
+    # no "receive official Jupyter news?" pop-up on every fresh start, no update check (a classroom is offline)
+    "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
 }
 CONTENTS_MANAGER = "fp16lab.course.labserver.ReferenceContentsManager"
+TOKEN_ENV = "JUPYTER_TOKEN"  # Jupyter Server's own variable: the token stays out of the process list
+MIN_TOKEN_CHARS = 16
 SETTINGS_DIR = ".lab-settings"
 # JupyterLab's interface language per course language (a language pack's locale); English is JupyterLab's own
 LOCALES = {"zh": "zh_CN"}
@@ -79,6 +88,12 @@ REFERENCE_TAB_CSS = """/* fp16lab: the tab of a reference lesson (outside work/)
 }}
 .lm-DockPanel-tabBar .lm-TabBar-tab[title*=".ipynb"]:not([title*=": work/"]) .lm-TabBar-tabLabel::before {{
   content: "{label}";
+  font-weight: 600;
+}}
+/* the learner's student copy (work/student/, work/zh/student/) beside their copy of the same lesson */
+.lm-DockPanel-tabBar .lm-TabBar-tab[title*="work/student/"] .lm-TabBar-tabLabel::before,
+.lm-DockPanel-tabBar .lm-TabBar-tab[title*="work/zh/student/"] .lm-TabBar-tabLabel::before {{
+  content: "{student}";
   font-weight: 600;
 }}
 """
@@ -127,8 +142,12 @@ def write_lab_settings(folder: "str | Path", *, lang: str = "en") -> Path:
         data = _merge(data, {TRANSLATION_PLUGIN: {"locale": LOCALES[lang]}})
     _write(target / "overrides.json", json.dumps(data, indent=1, sort_keys=True) + "\n")
     (target / CUSTOM_DIR).mkdir(exist_ok=True)
-    label = tr("reference · ", lang=lang).replace("\\", "\\\\").replace('"', '\\"')
-    _write(target / CUSTOM_DIR / "custom.css", REFERENCE_TAB_CSS.format(label=label))
+    def css_text(label: str) -> str:
+        return label.replace("\\", "\\\\").replace('"', '\\"')
+
+    _write(target / CUSTOM_DIR / "custom.css",
+           REFERENCE_TAB_CSS.format(label=css_text(tr("reference · ", lang=lang)),
+                                    student=css_text(tr("exercises · ", lang=lang))))
     return target
 
 
@@ -140,25 +159,32 @@ def lab_command(
     token: str | None = None,
     start: str = "README.md",
     settings_dir: "str | Path | None" = None,
+    ip: str = "127.0.0.1",
+    token_in_env: bool = False,
 ) -> list[str]:
     """The ``jupyter lab`` command line for a learner's lab on the folder ``notebooks``.
 
-    Localhost only; the token is JupyterLab's own random one unless ``token`` is given; the
-    browser opens ``start`` (relative to ``notebooks``). Defaults: port 8888, open a browser,
-    the start page, settings in ``notebooks/work/.lab-settings``. ``--allow-root`` only when
-    run as root (containers, lab servers).
+    Bound to ``ip`` (default 127.0.0.1, this machine only); the token is JupyterLab's own random
+    one unless ``token`` is given; ``token_in_env=True`` leaves it off the command line (which
+    anyone on the machine can read in the process list) for the caller to pass in ``JUPYTER_TOKEN``
+    (:func:`lab_env`), as ``python -m fp16lab lab`` does. A non-local ``ip`` is refused without a
+    token (:func:`check_bind`). The browser opens ``start`` (relative to ``notebooks``).
+    Defaults: port 8888, open a browser, the start page, settings in ``notebooks/work/.lab-settings``.
+    ``--allow-root`` only when run as root (containers, lab servers).
     """
     nbdir = _path("notebooks", notebooks).resolve()
     if positive_int("port", port) > 65535:
         raise ValueError(f"port must be an int in 1..65535, got {port!r}")
     open_browser = boolean("open_browser", open_browser)
     token = text("token", token) if token is not None else None
+    ip = check_bind(ip, token, allow_env_token=False)
+    token_in_env = boolean("token_in_env", token_in_env)
     start = text("start", start)
     settings = _path("settings_dir", settings_dir) if settings_dir is not None else nbdir / "work" / SETTINGS_DIR
     cmd = [
         sys.executable, "-m", "jupyter", "lab",
         f"--ServerApp.root_dir={nbdir}",
-        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.ip={ip}",
         f"--ServerApp.port={port}",
         f"--ServerApp.contents_manager_class={CONTENTS_MANAGER}",
         f"--LabApp.app_settings_dir={settings}",
@@ -166,13 +192,56 @@ def lab_command(
         "--LabApp.custom_css=True",  # the reference tabs' label, from the settings folder's custom/custom.css
         f"--ServerApp.tornado_settings=static_custom_path={settings / CUSTOM_DIR}",
     ]
-    if token is not None:
+    if token is not None and not token_in_env:
         cmd.append(f"--IdentityProvider.token={token}")
     if not open_browser:
         cmd.append("--no-browser")
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
     return cmd
+
+
+def is_local(ip: str) -> bool:
+    """True when ``ip`` binds this machine only: ``localhost`` or a loopback address (127.0.0.0/8, ::1)."""
+    import ipaddress
+
+    host = text("ip", ip).strip().strip("[]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name or "" (every interface): reachable from the network
+        return False
+
+
+def check_bind(ip: str, token: str | None, *, allow_env_token: bool = True, name: str = "ip") -> str:
+    """``ip`` if a lab may bind it with ``token``: a non-local address needs a token of
+    :data:`MIN_TOKEN_CHARS` or more characters (given, or in ``JUPYTER_TOKEN`` when ``allow_env_token``),
+    since anyone who reaches the port and has the token runs code as the account that started the lab.
+    An empty token (Jupyter's way to switch authentication off) is refused everywhere."""
+    ip = text(name, ip).strip()
+    token = text("token", token) if token is not None else None
+    allow_env_token = boolean("allow_env_token", allow_env_token)
+    if any(c.isspace() for c in ip):
+        raise ValueError(f"{name} must be an address or host name without spaces, got {ip!r}")
+    given = token if token is not None else (os.environ.get(TOKEN_ENV) if allow_env_token else None)
+    if given is not None and not given.strip():
+        raise ValueError(f"token must not be empty (an empty token switches Jupyter's authentication off), "
+                         f"got {given!r}")
+    if not is_local(ip) and (given is None or len(given.strip()) < MIN_TOKEN_CHARS):
+        shown = "none" if given is None else f"{len(given.strip())} characters"
+        raise ValueError(
+            f"{name} {ip!r} can be reached from other machines, so the lab needs a token of at least "
+            f"{MIN_TOKEN_CHARS} characters (got {shown}): add --token auto (a random one, printed with the URL) "
+            f"or --token YOURS (or set {TOKEN_ENV}); for this machine only, leave out --ip")
+    return ip
+
+
+def new_token() -> str:
+    """A random lab token (URL-safe, 32 characters)."""
+    import secrets
+
+    return secrets.token_urlsafe(24)
 
 
 def start_page(lang: str = "en") -> str:
@@ -186,12 +255,15 @@ def lab_settings_dir(notebooks: "str | Path", lang: str = "en") -> Path:
     return work / SETTINGS_DIR if check_lang(lang) == "en" else work / lang / SETTINGS_DIR
 
 
-def lab_env(lang: str = "en", base: "Mapping[str, str] | None" = None) -> dict[str, str]:
-    """The lab's environment (``base``, default this process's): ``FP16LAB_LANG`` set for its kernels."""
+def lab_env(lang: str = "en", base: "Mapping[str, str] | None" = None, *, token: str | None = None) -> dict[str, str]:
+    """The lab's environment (``base``, default this process's): ``FP16LAB_LANG`` set for its kernels,
+    and ``token`` (if given) in ``JUPYTER_TOKEN``, where Jupyter Server reads it (not in the process list)."""
     if base is not None and not isinstance(base, Mapping):
         raise TypeError(f"base must be a mapping of environment variables or None, got {type(base).__name__}")
     env = dict(os.environ if base is None else base)
     env[LANG_ENV] = check_lang(lang)
+    if token is not None:
+        env[TOKEN_ENV] = text("token", token)
     return env
 
 
@@ -208,15 +280,27 @@ def _lab(args: argparse.Namespace) -> int:
         raise ValueError(f"--open must name a file under {str(nbdir)!r}, e.g. work/00_setup_and_verify.ipynb; "
                          f"got {start!r}")
     settings = lab_settings_dir(nbdir, lang)
-    cmd = lab_command(nbdir, port=args.port, open_browser=not args.no_browser, start=start, settings_dir=settings)
+    token = new_token() if args.token == "auto" else args.token
+    ip = check_bind(args.ip, token, name="--ip")
+    if token is None and not is_local(ip):
+        token = os.environ[TOKEN_ENV]  # check_bind found it there
+    cmd = lab_command(nbdir, port=args.port, open_browser=not args.no_browser, start=start, settings_dir=settings,
+                      ip=ip, token=token, token_in_env=True)
     if args.dry_run:
-        print(f"{LANG_ENV}={lang} " + " ".join(cmd))
+        shown = f"{TOKEN_ENV}=<hidden> " if token else ""
+        print(f"{LANG_ENV}={lang} {shown}" + " ".join(cmd))
         return 0
     print(prepare(root, lang=lang), flush=True)
     write_lab_settings(settings, lang=lang)
-    print(f"starting JupyterLab on {nbdir} (lessons outside work/ are read-only here; Ctrl-C stops it)",
-          flush=True)
-    env = lab_env(lang)
+    print(tr("starting JupyterLab on {nbdir} (lessons outside work/ are read-only here; Ctrl-C stops it)",
+             lang=lang, nbdir=nbdir), flush=True)
+    if not is_local(ip):
+        import socket
+
+        host = socket.getfqdn() if ip in ("", "0.0.0.0", "::") else ip
+        print(tr("reachable from other machines: http://{host}:{port}/lab?token={token}", lang=lang,
+                 host=host, port=args.port, token=token), flush=True)
+    env = lab_env(lang, token=token)
     if os.name == "posix":
         os.execve(cmd[0], cmd, env)  # the lab takes over this process: Ctrl-C goes straight to it
     return subprocess.call(cmd, env=env)
@@ -224,8 +308,14 @@ def _lab(args: argparse.Namespace) -> int:
 
 def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the lab options to ``parser``."""
-    parser.add_argument("--port", type=int, default=8888, help="port on 127.0.0.1 (default 8888; the next "
-                        "free one if taken)")
+    parser.add_argument("--port", type=int, default=8888, help="port (default 8888; the next free one if taken)")
+    parser.add_argument("--ip", default="127.0.0.1", metavar="ADDRESS",
+                        help="address to bind (default 127.0.0.1: this machine only); a shared server: "
+                             "0.0.0.0 or its own address, which needs --token")
+    parser.add_argument("--token", default=None, metavar="TOKEN",
+                        help=f"the lab's token: 'auto' for a random one, or at least {MIN_TOKEN_CHARS} characters "
+                             f"(default: JupyterLab's own random token; {TOKEN_ENV} is read too). Passed to "
+                             "JupyterLab in its environment, not on its command line")
     parser.add_argument("--no-browser", action="store_true", help="do not open a browser; open the printed URL")
     parser.add_argument("--open", default=None, metavar="PATH",
                         help="open this file under notebooks/ instead of the start page, e.g. "

@@ -27,12 +27,13 @@ from typing import Any
 
 from fp16lab import checks
 from fp16lab.course import paths as _paths
-from fp16lab.course.i18n import check_lang
+from fp16lab.course.i18n import check_lang, tr
 
 __all__ = [
     "WORK_META",
     "Workspace",
     "work_copy",
+    "kernel_metadata",
     "prepare",
     "reset",
     "configure",
@@ -53,15 +54,18 @@ class Workspace:
     lang: str = "en"
 
     def __str__(self) -> str:
-        lines = [f"your workspace: {self.folder}"]
+        lang = self.lang
+        lines = [tr("your workspace: {folder}", lang=lang, folder=self.folder)]
         if self.created:
-            lines.append(f"  new copies: {', '.join(_rel(p, self.folder) for p in self.created)}")
+            lines.append(tr("  new copies: {names}", lang=lang,
+                            names=", ".join(_rel(p, self.folder) for p in self.created)))
         if self.kept:
-            lines.append(f"  kept as they are (your work): {len(self.kept)} file(s)")
+            lines.append(tr("  kept as they are (your work): {n} file(s)", lang=lang, n=len(self.kept)))
         for p in self.behind:
-            lines.append(f"  note: the lesson behind {_rel(p, self.folder)} has changed since you copied it; "
-                         f"`python -m fp16lab workspace{'' if self.lang == 'en' else ' --lang ' + self.lang} --reset {p.stem}` gives a fresh copy (yours moves "
-                         "to work/old/)")
+            command = f"python -m fp16lab workspace{'' if lang == 'en' else ' --lang ' + lang} --reset {p.stem}"
+            lines.append(tr("  note: the lesson behind {name} has changed since you copied it; `{command}` gives a "
+                            "fresh copy (yours moves to work/old/)", lang=lang, name=_rel(p, self.folder),
+                            command=command))
         return "\n".join(lines)
 
 
@@ -96,7 +100,26 @@ def work_copy(nb: Any, *, source: str, lang: str = "en") -> Any:
     }
     if stamp and any(c.cell_type == "code" for c in out.cells):
         set_reference_note(out, meta=stamp, copy=True, lang=lang)
+    out.metadata.update(kernel_metadata())
     return out
+
+
+def kernel_metadata() -> dict[str, Any]:
+    """The ``kernelspec`` and ``language_info`` this environment's Python kernel reports.
+
+    JupyterLab writes both into a notebook when its kernel starts; a copy that carries another
+    machine's (the reference run's Python version, or none in a student copy) would open marked
+    unsaved. Empty when jupyter_client or ipykernel is missing (the copy keeps what it had).
+    """
+    try:
+        from ipykernel.ipkernel import IPythonKernel
+        from jupyter_client.kernelspec import KernelSpecManager
+
+        spec = KernelSpecManager().get_kernel_spec("python3")
+        return {"kernelspec": {"display_name": spec.display_name, "language": spec.language, "name": "python3"},
+                "language_info": dict(IPythonKernel.language_info)}
+    except Exception:  # noqa: BLE001 (a copy without a kernel's metadata still works)
+        return {}
 
 
 def _write_copy(lesson: Path, dest: Path, root: Path, lang: str = "en") -> None:
