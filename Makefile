@@ -1,4 +1,4 @@
-# Two commands for learners (see README): `make lab` and `make test`.
+# Two commands for learners (see README): `make lab` and `make test`. `make site`: the course as a website.
 # Both create .venv and install fp16lab with its dev tools on first use; later runs reuse it.
 # No GPU? `make lab CPU=1` installs the CPU-only PyTorch build (much smaller) on first use.
 SHELL  := /bin/bash
@@ -15,7 +15,7 @@ TORCH_CPU_INDEX = https://download.pytorch.org/whl/cpu
 LOCK   ?= constraints.txt
 PIN     = $(if $(LOCK),-c $(LOCK))
 
-.PHONY: setup browser lab workspace test check types doctor lint clean
+.PHONY: setup browser lab workspace test check types doctor lint site clean
 
 setup: $(STAMP)
 
@@ -82,10 +82,38 @@ doctor: setup
 	$(BIN)/python -m fp16lab doctor
 
 lint: setup
-	$(BIN)/ruff check fp16lab tests
+	$(BIN)/ruff check fp16lab tests site
 
 types: setup
 	$(BIN)/python -m mypy
 
+# The course as a static website, both editions (English, Chinese), from the committed notebooks and their
+# stored outputs (never run): Sphinx + MyST-NB + sphinx-book-theme, configured in site/, at the versions of
+# pyproject.toml's `site` extra, in their own small venv (no PyTorch). Every build starts from nothing, and a
+# warning fails it. Open build/site/index.html; tests/test_site.py checks the links and drives it in a browser.
+SITE_VENV ?= .venv-site
+SITE_OUT  ?= build/site
+SITE_STAMP = $(SITE_VENV)/.fp16lab-site-installed
+
+$(SITE_STAMP): pyproject.toml
+	@echo "==> site tools in $(SITE_VENV): pyproject.toml's site extra (Sphinx, MyST-NB, sphinx-book-theme, jieba)"
+	@test -x $(SITE_VENV)/bin/python || $(PYTHON) -m venv $(SITE_VENV)
+	@$(SITE_VENV)/bin/python -c 'import sys, tomllib; \
+	  print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["site"]))' \
+	  > $(SITE_VENV)/requirements.txt \
+	  || { echo "make site needs Python >= 3.11 (Sphinx 8.2 does): PYTHON=python3.11 make site"; rm -rf $(SITE_VENV); exit 1; }
+	$(SITE_VENV)/bin/python -m pip install -q --disable-pip-version-check -r $(SITE_VENV)/requirements.txt
+	@touch $(SITE_STAMP)
+
+site: $(SITE_STAMP)
+	@rm -rf $(SITE_OUT) build/.site-doctrees
+	@for edition in en zh; do \
+	  echo "==> site: the $$edition edition"; \
+	  $(SITE_VENV)/bin/python -m sphinx -b html -E -a -q -W --keep-going -t $$edition -c site \
+	    -d build/.site-doctrees/$$edition . $(SITE_OUT)/$$edition || exit 1; \
+	done
+	@cp site/index.html $(SITE_OUT)/index.html
+	@echo "==> site: $(SITE_OUT)/index.html (English) and $(SITE_OUT)/zh/notebooks/zh/README.html (中文)"
+
 clean:
-	rm -rf $(VENV) .venv-cpu  # .venv-cpu: CI's CPU-only lane (.ci/cpu-lane.sh)
+	rm -rf $(VENV) .venv-cpu $(SITE_VENV) build/site build/.site-doctrees  # .venv-cpu: CI's CPU-only lane (.ci/cpu-lane.sh)

@@ -43,14 +43,19 @@ def environment_packages() -> set[str]:
     return names - CONDA_ONLY
 
 
+def _extras() -> tuple[str, ...]:
+    return tuple(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+
+
 def test_same_packages_in_both_files():
-    py, conda = pyproject_packages(), environment_packages()
+    """environment.yml installs the dependencies and every extra (dev, fp8, site), nothing else."""
+    py, conda = pyproject_packages(_extras()), environment_packages()
     assert py == conda, f"only in pyproject: {sorted(py - conda)}; only in environment.yml: {sorted(conda - py)}"
 
 
 def test_every_optional_extra_is_in_the_conda_environment():
-    extras = tuple(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
-    assert "fp8" in extras  # lesson 09's torchao
+    extras = _extras()
+    assert {"fp8", "site"} <= set(extras)  # lesson 09's torchao; the website's tools (make site)
     missing = pyproject_packages(extras) - environment_packages()
     assert not missing, f"extras not installed by environment.yml: {sorted(missing)}"
 
