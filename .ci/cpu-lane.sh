@@ -49,6 +49,7 @@ $W/venv/bin/python -c "import fp16lab, torch, jupyterlab, pandas, nbval; assert 
 print('offline install from', len(list(__import__('pathlib').Path('$W/wheelhouse').glob('*.whl'))), 'wheels: ok')"
 rm -rf "$W"
 echo "==> CPU-only lane: unit tests and every lesson in quick mode"
-# (the browser, make and classroom-server tests do not depend on the torch build: lane 1 runs them)
-FP16LAB_QUICK=1 $V/bin/python -m pytest --ignore=tests/test_browser.py --ignore=tests/test_make.py -q \
+# (the browser, make, website and classroom-server tests do not depend on the torch build: lane 1 runs them)
+FP16LAB_QUICK=1 $V/bin/python -m pytest --ignore=tests/test_browser.py --ignore=tests/test_make.py \
+  --ignore=tests/test_site.py -q \
   --deselect tests/test_classroom.py::test_one_lab_per_student_with_its_own_token_and_workspace
