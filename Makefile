@@ -102,7 +102,7 @@ $(SITE_STAMP): pyproject.toml
 	  print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["site"]))' \
 	  > $(SITE_VENV)/requirements.txt \
 	  || { echo "make site needs Python >= 3.11 (Sphinx 8.2 does): PYTHON=python3.11 make site"; rm -rf $(SITE_VENV); exit 1; }
-	$(SITE_VENV)/bin/python -m pip install -q --disable-pip-version-check -r $(SITE_VENV)/requirements.txt
+	$(SITE_VENV)/bin/python -m pip install -qq --disable-pip-version-check -r $(SITE_VENV)/requirements.txt
 	@touch $(SITE_STAMP)
 
 site: $(SITE_STAMP)

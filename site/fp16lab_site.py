@@ -14,8 +14,8 @@
 - Exercises: a solution cell (tagged ``solution``) is folded away behind "Show solution".
 - Chinese search: the glossary's terms (术语表 on the Chinese start page) join jieba's dictionary,
   so that a term such as 损失缩放 is one word in the search index.
-- ``site-sources.json`` in each edition's folder: the SHA-256 of every page's source, so that the
-  tests can tell a site built from the files in the checkout from a stale one.
+- ``site-sources.json`` in each edition's folder: the SHA-256 of every page's source and of this
+  configuration, so that the tests can tell a site built from the files in the checkout from a stale one.
 """
 
 from __future__ import annotations
@@ -365,6 +365,9 @@ def on_build_finished(app: Sphinx, exception: Exception | None) -> None:
         if _lesson(docname):
             (out / docname).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, out / f"{docname}.ipynb")
+    for path in sorted(Path(app.confdir).rglob("*")):  # this configuration too
+        if path.is_file() and "__pycache__" not in path.parts:
+            digests[path.relative_to(src).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
     (out / "site-sources.json").write_text(json.dumps(
         {"edition": _edition(app), "sources": digests}, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
