@@ -98,7 +98,7 @@ SITE_STAMP = $(SITE_VENV)/.fp16lab-site-installed
 $(SITE_STAMP): pyproject.toml
 	@echo "==> site tools in $(SITE_VENV): pyproject.toml's site extra (Sphinx, MyST-NB, sphinx-book-theme, jieba)"
 	@test -x $(SITE_VENV)/bin/python || $(PYTHON) -m venv $(SITE_VENV)
-	@$(SITE_VENV)/bin/python -c 'import sys, tomllib; \
+	@$(SITE_VENV)/bin/python -c 'import tomllib; \
 	  print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["site"]))' \
 	  > $(SITE_VENV)/requirements.txt \
 	  || { echo "make site needs Python >= 3.11 (Sphinx 8.2 does): PYTHON=python3.11 make site"; rm -rf $(SITE_VENV); exit 1; }
