@@ -332,7 +332,8 @@ def _room_file(tmp: Path) -> Path:
 
     f = tmp / "alice.json"
     f.write_text(json.dumps({"metadata": {"device": "cpu", "mode": "quick"},
-                             "rows": [{"config": "article", "status": "ok", "img_per_s": 1.0}]}))
+                             "rows": [{"config": "article", "status": "ok", "img_per_s": 1.0},
+                                      {"config": "fp16_cl_fused", "status": "ok", "img_per_s": 2.0}]}))
     return f
 
 
@@ -773,6 +774,12 @@ VALUE_OK: dict[tuple[str, str, str], str] = {  # (function, argument, case): a v
     ("ulp", "x", "nan"): "NaN, as numpy.spacing", ("ulp", "x", "inf"): "NaN, as numpy.spacing",
     ("ulp", "x", "negative"): "the spacing at |x|",
     ("fit", "callbacks", "an empty list"): "no callbacks",
+    ("classroom", "dest", "a missing path"): "the classroom folder the call creates",
+    ("handout", "dest", "a missing path"): "the hand-out folder the call creates",
+    ("wheelhouse_commands", "dest", "a missing path"): "the wheelhouse folder pip creates",
+    ("build_wheelhouse", "dest", "a missing path"): "the wheelhouse folder the call creates",
+    ("install_commands", "wheelhouse", "an unknown name"): "a folder name written into the printed commands",
+    ("render_slides", "out", "a missing path"): "the slides folder the call creates",
     ("HistoryFile", "checkpoint", "a missing path"): "the history of a checkpoint still to be written",
     ("check_checkpoint_fits", "path", "a missing path"): "only names the file in its messages (payload is given)",
 }

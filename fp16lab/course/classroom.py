@@ -218,8 +218,9 @@ def _check_room(frame: Any) -> None:
 def room_summary(frame: Any, config: str = "fp16_cl_fused", baseline: str = "article") -> Any:
     """Per student: GPU, ``config``'s images/s and its speed-up over ``baseline`` (the article's loop)."""
     _check_room(frame)
-    config = checks.text("config", config)
-    baseline = checks.text("baseline", baseline)
+    have = tuple(sorted(map(str, frame["config"].unique())))
+    config = checks.one_of("config", config, have)
+    baseline = checks.one_of("baseline", baseline, have)
     import pandas as pd
 
     rows = []
@@ -235,6 +236,9 @@ def room_summary(frame: Any, config: str = "fp16_cl_fused", baseline: str = "art
     return pd.DataFrame(rows)
 
 
+_IMAGE_SUFFIXES = (".png", ".svg", ".pdf")
+
+
 def plot_room(frame: Any, path: "str | Path") -> Path:
     """A bar chart of images/s per configuration, one group per student's GPU; quick-mode/CPU files left out."""
     import matplotlib
@@ -244,6 +248,10 @@ def plot_room(frame: Any, path: "str | Path") -> Path:
 
     _check_room(frame)
     out = checks.path("path", path)
+    if out.suffix.lower() not in _IMAGE_SUFFIXES:
+        raise ValueError(f"path {str(out)!r} must name an image file ({', '.join(_IMAGE_SUFFIXES)})")
+    if not out.parent.is_dir():
+        raise ValueError(f"path {str(out)!r}: its folder does not exist")
     data = frame[(frame["speed_comparable"]) & (frame["status"] == "ok")]
     fig, ax = plt.subplots(figsize=(10, 4.5))
     if data.empty:

@@ -222,8 +222,10 @@ def check_bind(ip: str, token: str | None, *, allow_env_token: bool = True, name
     ip = text(name, ip).strip()
     token = text("token", token) if token is not None else None
     allow_env_token = boolean("allow_env_token", allow_env_token)
-    if any(c.isspace() for c in ip):
-        raise ValueError(f"{name} must be an address or host name without spaces, got {ip!r}")
+    if not ip or any(c.isspace() for c in ip):
+        raise ValueError(f"{name} must be an address or host name without spaces ('0.0.0.0' for every "
+                         f"interface), got {ip!r}")
+    _check_resolves(name, ip)
     given = token if token is not None else (os.environ.get(TOKEN_ENV) if allow_env_token else None)
     if given is not None and not given.strip():
         raise ValueError(f"token must not be empty (an empty token switches Jupyter's authentication off), "
@@ -235,6 +237,22 @@ def check_bind(ip: str, token: str | None, *, allow_env_token: bool = True, name
             f"{MIN_TOKEN_CHARS} characters (got {shown}): add --token auto (a random one, printed with the URL) "
             f"or --token YOURS (or set {TOKEN_ENV}); for this machine only, leave out --ip")
     return ip
+
+
+def _check_resolves(name: str, ip: str) -> None:
+    """Refuse a host name this machine cannot resolve (a typo would only fail later, inside the server)."""
+    import ipaddress
+    import socket
+
+    try:
+        ipaddress.ip_address(ip.strip("[]"))
+        return
+    except ValueError:
+        pass
+    try:
+        socket.getaddrinfo(ip, None)
+    except (socket.gaierror, UnicodeError):
+        raise ValueError(f"{name} {ip!r} is neither an IP address nor a host name this machine resolves") from None
 
 
 def new_token() -> str:

@@ -102,9 +102,9 @@ _TEXT: dict[str, dict[str, str]] = {
 
 def section_headings(lesson: "str | Path") -> list[str]:
     """The ``## `` headings of a lesson, in order (the plan's sections are named by fragments of them)."""
-    import nbformat
+    from fp16lab.course.paths import read_notebook
 
-    nb = nbformat.read(checks.existing_path("lesson", lesson, kind="file"), as_version=4)
+    nb = read_notebook("lesson", lesson)
     return [line[3:].strip() for c in nb.cells if c.cell_type == "markdown"
             for line in c.source.splitlines() if line.startswith("## ")]
 

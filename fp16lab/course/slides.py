@@ -65,7 +65,7 @@ def talk_track(lesson: "str | Path", *, lang: str = "en") -> Any:
     lang = check_lang(lang)
     words = _WORDS[lang]
     path = src.parent / "zh" / src.name if lang == "zh" else src
-    nb = nbformat.read(checks.existing_path("lesson", path, kind="file"), as_version=4)
+    nb = _paths.read_notebook("lesson", path)
     stem = src.stem
     two = next((b for day in PLANS["two-day"] for b in day if b.lesson == stem), None)
     one = next((b for day in PLANS["one-day"] for b in day if b.lesson == stem), None)
@@ -126,8 +126,10 @@ def render_slides(lessons: "list[Path] | None" = None, out: "str | Path" = "slid
 
     todo = _paths.lessons() if lessons is None else checks.sequence_of(
         "lessons", lessons, example="['notebooks/02_amp_training_loop.ipynb']",
-        item=lambda name, p: checks.existing_path(name, p, kind="file"))
+        item=_paths.notebook_path)
     folder = checks.path("out", out)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"out {str(folder)!r} is a file: name a folder for the slides (made when missing)")
     lang = check_lang(lang)
     prefix = checks.text("reveal_prefix", reveal_prefix) if reveal_prefix is not None else None
     folder.mkdir(parents=True, exist_ok=True)

@@ -58,11 +58,21 @@ def _array(text: str, key: str) -> list[str]:
     return re.findall(r'^\s*"([^"]+)"', m.group(1), flags=re.M)
 
 
-def requirements(root: "str | Path | None" = None, *, extra: str = "dev") -> list[str]:
-    """The project's dependencies and its ``extra``'s, as pyproject.toml lists them."""
-    base = checks.path("root", root) if root is not None else _paths.repo_root()
+def requirements(root: "str | Path | None" = None, *, extra: str | None = "dev") -> list[str]:
+    """The project's dependencies and its ``extra``'s (None: none), as pyproject.toml lists them."""
+    base = checks.existing_path("root", root, kind="dir") if root is not None else _paths.repo_root()
+    if not (base / "pyproject.toml").is_file():
+        raise ValueError(f"root {str(base)!r} is not the repository: it has no pyproject.toml")
     text = (base / "pyproject.toml").read_text(encoding="utf-8")
-    return [*_array(text, "dependencies"), *(_array(text, checks.text("extra", extra)) if extra else [])]
+    if extra is None:
+        return _array(text, "dependencies")
+    return [*_array(text, "dependencies"), *_array(text, checks.one_of("extra", extra, _extras(text)))]
+
+
+def _extras(text: str) -> tuple[str, ...]:
+    """The names of pyproject.toml's optional-dependency lists."""
+    m = re.search(r"^\[project\.optional-dependencies\]\s*$(.*?)(?=^\[|\Z)", text, flags=re.M | re.S)
+    return tuple(re.findall(r"^([A-Za-z0-9_.-]+)\s*=\s*\[", m.group(1), flags=re.M)) if m else ()
 
 
 def _platform_args(platform: Platform, python: str) -> list[str]:
@@ -93,7 +103,10 @@ def wheelhouse_commands(dest: "str | Path", platform: str = "current", *, python
     lock = checks.existing_path("constraints", constraints if constraints is not None else base / "constraints.txt",
                                 kind="file")
     index = checks.text("torch_index", torch_index) if torch_index is not None else plat.torch_index
-    out = str(checks.path("dest", dest))
+    target = checks.path("dest", dest)
+    if target.exists() and not target.is_dir():
+        raise ValueError(f"dest {str(target)!r} is a file: name a folder for the wheels (made when missing)")
+    out = str(target)
     pip = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--dest", out,
            *_platform_args(plat, py)]
     reqs = requirements(base)
@@ -108,7 +121,10 @@ def wheelhouse_commands(dest: "str | Path", platform: str = "current", *, python
 def install_commands(wheelhouse: str = "wheelhouse", platform: str = "current") -> list[str]:
     """What students type, network off, from the repository root (POSIX or Windows paths)."""
     name = checks.one_of("platform", platform, tuple(PLATFORMS))
-    wheelhouse = checks.text("wheelhouse", wheelhouse)
+    wheelhouse = checks.text("wheelhouse", wheelhouse).strip()
+    if not wheelhouse or any(c.isspace() for c in wheelhouse):
+        raise ValueError(f"wheelhouse must be a folder name without spaces (it goes into the printed commands), "
+                         f"got {wheelhouse!r}")
     if name == "windows":
         return ["py -m venv .venv",
                 f'.venv\\Scripts\\python -m pip install --no-index --find-links {wheelhouse} -e ".[dev]"',
