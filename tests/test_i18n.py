@@ -112,9 +112,10 @@ def test_the_stored_outputs_note_in_chinese():
     from fp16lab.course.outputs import note_text
 
     md, plain = note_text(META, copy=True, lang="zh")
-    assert md.startswith("**已存输出来自 NVIDIA H200（full 模式）** (torch 2.11.0, 2026-12-01)，")
+    assert md.startswith("**已存输出：来自英文版课程在 NVIDIA H200（完整模式，torch 2.11.0，2026-12-01）上的运行，")
     assert "*运行 → 运行所有单元格*" in md and "`notebooks/zh/`" in md
-    assert plain.startswith("已存输出：在 NVIDIA H200（full 模式）, torch 2.11.0, 2026-12-01 上得到")
+    assert plain.startswith("已存输出：来自英文版课程在 NVIDIA H200（完整模式，torch 2.11.0，2026-12-01）上的运行")
+    assert "full" not in md + plain and "mode" not in md + plain, "the mode in Chinese, not 'full mode'"
     reference_md, _ = note_text(META, lang="zh")
     assert "`notebooks/work/zh/`" in reference_md and "--lang zh" in reference_md
     english, _ = note_text(META, copy=True)

@@ -19,7 +19,7 @@ import pytest
 
 from fp16lab.__main__ import main
 from fp16lab.course import paths, student, translations
-from fp16lab.course.outputs import code_digest, set_reference_note
+from fp16lab.course.outputs import code_digest, is_reference_note, set_reference_note
 from fp16lab.course.translations import Entry, digest, parse, render
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -146,9 +146,11 @@ def test_rewrite_links_covers_markdown_images_html_and_references():
 
 def test_the_note_says_where_the_outputs_were_measured():
     note = translations.zh_note(STAMP)
-    assert note.startswith(translations.NOTE_PREFIX) and note.endswith("\n")
-    for part in ("NVIDIA H200", "完整模式", "torch 2.11.0+cu130", "2026-12-04", "并非在你的电脑上"):
-        assert part in note
+    assert note.startswith(translations.NOTE_PREFIX)
+    for part in ("英文版课程", "NVIDIA H200（完整模式，torch 2.11.0+cu130，2026-12-04）", "不是在你的电脑上",
+                 "只读的参考版", "notebooks/work/zh/"):
+        assert part in note, part
+    assert "full mode" not in note and "运行本课后" not in note, "one Chinese note, for a read-only reference"
     cpu = translations.zh_note({"device": "CPU", "mode": "quick", "torch": "2.14.1"})
     assert "CPU（快速模式，torch 2.14.1）" in cpu
     with pytest.raises(ValueError, match="meta must be a lesson's run metadata"):
@@ -169,9 +171,11 @@ def test_generator_keeps_code_cells_and_swaps_markdown(tmp_path):
     first = True
     for e, z in zip(_cells(lesson), _cells(zh_path), strict=True):
         if e["cell_type"] == "code":
-            if first:  # one leading output more: where the outputs were measured, in Chinese
-                assert translations.is_zh_note(z["outputs"][0]) and "NVIDIA H200" in "".join(z["outputs"][0]["text"])
-                z["outputs"], first = z["outputs"][1:], False
+            if first:  # the reference note, in Chinese, in place of the English one: one note, not two
+                assert translations.is_zh_note(z["outputs"][0]) and is_reference_note(e["outputs"][0])
+                assert "NVIDIA H200" in "".join(z["outputs"][0]["data"]["text/markdown"])
+                assert not any(is_reference_note(o) for o in z["outputs"][1:]), "the English note is gone"
+                z["outputs"], e["outputs"], first = z["outputs"][1:], e["outputs"][1:], False
             assert z == e, f"code cell {e['id']} changed"
         else:
             assert (z["id"], z["metadata"]) == (e["id"], e["metadata"]) and re.search("[\u4e00-\u9fff]", "".join(z["source"]))
@@ -193,8 +197,17 @@ def test_student_copy_is_made_by_student_py_with_a_chinese_banner(tmp_path):
     zh = nbformat.read(lesson.parent / "zh" / lesson.name, as_version=4)
     mine = nbformat.read(lesson.parent / "zh" / "student" / lesson.name, as_version=4)
     theirs = student.make_student_copy(zh, name=lesson.name)
-    assert [c.source for c in mine.cells[1:]] == [c.source for c in theirs.cells[1:]]
-    assert "answer = None  # your code here" in [c.source for c in mine.cells]
+    assert len(mine.cells) == len(theirs.cells)
+    for m, t in zip(mine.cells[1:], theirs.cells[1:], strict=True):  # only the generator's comments are Chinese
+        if student.PROMPT_TAG in student.cell_tags(t):
+            assert m.source == t.source.replace("  # your code here", translations.ZH_PROMPT_COMMENT)
+        elif student.CHECK_TAG in student.cell_tags(t):
+            assert m.source == translations.ZH_CHECK_NOTE + t.source.removeprefix(student.CHECK_NOTE)
+            assert m.source.startswith(student.RAISES_MARKER + "\n"), "nbval's marker stays the first line"
+        else:
+            assert m.source == t.source
+    assert "answer = None  # 在这里写你的答案" in [c.source for c in mine.cells]
+    assert not any("your code here" in c.source or "Run All" in c.source for c in mine.cells)
     assert mine.cells[0].source.startswith("> **学生版**") and "notebooks/zh/01_tiny.ipynb" in mine.cells[0].source
     assert all(not c.get("outputs") for c in mine.cells if c.cell_type == "code")
 
@@ -313,9 +326,14 @@ def test_chinese_lessons_run_the_english_code():
         en, zh = _cells(NOTEBOOKS / zh_path.name), _cells(zh_path)
         en_code = [c for c in en if c["cell_type"] == "code"]
         zh_code = [copy.deepcopy(c) for c in zh if c["cell_type"] == "code"]
+        en_code = [copy.deepcopy(c) for c in en_code]
         if zh_code and zh_code[0]["outputs"] and translations.is_zh_note(zh_code[0]["outputs"][0]):
-            zh_code[0]["outputs"] = zh_code[0]["outputs"][1:]
+            zh_code[0]["outputs"] = zh_code[0]["outputs"][1:]  # the Chinese note stands in for the English one
+            assert en_code[0]["outputs"] and is_reference_note(en_code[0]["outputs"][0])
+            en_code[0]["outputs"] = en_code[0]["outputs"][1:]
         assert zh_code == en_code, f"{zh_path.relative_to(ROOT)}: code cells differ from the English lesson's"
+        notes = [o for c in zh_code for o in c["outputs"] if is_reference_note(o)]
+        assert not notes, f"{zh_path.relative_to(ROOT)}: an English reference note is left beside the Chinese one"
 
 
 def test_every_translated_cell_is_fresh_and_lessons_are_covered():

@@ -499,6 +499,7 @@ ZH: dict[str, str] = {
         "cuda:{index} 正被共享（{who}）。GPU 在多个进程之间分时运行：你测得的速度会比这张卡本身的低，波动也更大；某课的速度检查可能因为别人的任务而失败，而不是因为你的代码。请在 GPU 空闲时重新运行测速的小节，或者阅读已存的参考输出；数值和显存检查不受影响。",
     # -- banners: the mode, the committed GPU reference, the stored outputs -------------------------------------
     "{title} ({reason}): {meaning}": "{title}（{reason}）：{meaning}",
+    " ({reason})": "（{reason}）",
     "QUICK MODE": "快速模式",
     "FULL MODE": "完整模式",
     "FULL-SMOKE MODE": "完整模式（冒烟运行）",
@@ -511,13 +512,14 @@ ZH: dict[str, str] = {
         "尚无 GPU 参考结果：results/{name}.json 还没有在 GPU 上记录，所以本节在这台机器上没有内容可显示。它需要 CUDA GPU：在有 GPU 的机器上（完整模式）运行本课来测量。",
     " (Recorded references with similar names: {found}: a typo?)": "（已记录的参考结果中有名称相近的：{found}：是不是拼错了？）",
     "COMMITTED GPU REFERENCE {name}.json: {device} ({capability}{sms}), torch {torch}, CUDA {cuda}, cuDNN {cudnn}, {date}, {mode} mode. Not measured on this machine.":
-        "已提交的 GPU 参考结果 {name}.json：{device}（{capability}{sms}），torch {torch}，CUDA {cuda}，cuDNN {cudnn}，{date}，{mode} 模式。不是在本机上测得的。",
+        "已提交的 GPU 参考结果 {name}.json：{device}（{capability}{sms}），torch {torch}，CUDA {cuda}，cuDNN {cudnn}，{date}，{mode}。不是在本机上测得的。",
+    ", {n} SMs": "，{n} 个 SM",
     "WARNING: results/{name}.json was not measured on a CUDA GPU (device_type {device_type!r}): it is a stand-in, not a reference. Re-record it on a GPU with `python -m fp16lab.course.outputs run --reference <lesson>`.":
         "警告：results/{name}.json 不是在 CUDA GPU 上测得的（device_type {device_type!r}）：它只是替代品，不是参考结果。请在 GPU 上用 `python -m fp16lab.course.outputs run --reference <lesson>` 重新记录。",
-    "{device} ({mode} mode)": "{device}（{mode} 模式）",
     "**Stored outputs from {where}**{detail}, **not from your computer.**":
-        "**已存输出来自 {where}**{detail}，**不是在你的电脑上得到的。**",
-    "Stored outputs: made on {where}{detail}, not on your computer.": "已存输出：在 {where}{detail} 上得到，不是在你的电脑上。",
+        "**已存输出：来自英文版课程在 {where}{detail}上的运行，不是在你的电脑上得到的**（两种语言的代码完全相同）。",
+    "Stored outputs: made on {where}{detail}, not on your computer.":
+        "已存输出：来自英文版课程在 {where}{detail}上的运行，不是在你的电脑上得到的（两种语言的代码完全相同）。",
     "This is your copy: run it (Run > Run All Cells) and these outputs become yours. The reference stays unchanged in notebooks/.":
         "这是你的副本：运行它（运行 > 运行所有单元格），这些输出就成了你自己的。参考版保持不变，在 notebooks/zh/ 中。",
     "This is your copy: run it (*Run → Run All Cells*) and these outputs become yours. The reference stays unchanged in `notebooks/`.":
@@ -526,6 +528,46 @@ ZH: dict[str, str] = {
         "这是只读的参考版：要运行它，请打开 notebooks/work/zh/ 中你的副本（`make lab LAB_LANG=zh` 或 `python -m fp16lab lab --lang zh` 会创建它）。",
     "This is the read-only reference: to run it, open your copy in `notebooks/work/` (`make lab` or `python -m fp16lab lab` makes it).":
         "这是只读的参考版：要运行它，请打开 `notebooks/work/zh/` 中你的副本（`make lab LAB_LANG=zh` 或 `python -m fp16lab lab --lang zh` 会创建它）。",
+    # -- the "On your card" box (fp16lab/course/card.py) ------------------------------------------------------
+    "On your card": "在你的显卡上",
+    "On this machine (no CUDA GPU)": "在这台机器上（没有 CUDA GPU）",
+    "none: the lessons run in quick mode (small sizes, few steps) on this device":
+        "无：课程在这台设备上以快速模式运行（规模小、步数少）",
+    "speed claims": "速度结论",
+    "not measured here: the lessons show the committed GPU reference results, labelled with the GPU that made them, and assert no speed":
+        "不在这里测量：课程展示已提交的 GPU 参考结果，并注明测量所用的 GPU，不对速度做断言",
+    "FP16 / BF16 here": "这里的 FP16 / BF16",
+    "CPUs have no Tensor Cores; many convert FP16 to FP32 and back, so FP16 can be slower than FP32: numerics are the same, speed is not":
+        "CPU 没有 Tensor Core；许多 CPU 会把 FP16 转成 FP32 计算再转回来，所以 FP16 可能比 FP32 还慢：数值特性相同，速度则不同",
+    "autocast here": "这里的 autocast",
+    "CPU autocast uses BF16 and has its own op lists (section 5b)": "CPU 上的 autocast 使用 BF16，算子列表也与 CUDA 不同（第 5b 节）",
+    "GeForce parts usually run it at twice the FP32-accumulate rate": "GeForce 显卡通常以 FP32 累加速率的两倍运行它",
+    "data-center parts run it at the FP32-accumulate rate": "数据中心 GPU 运行它的速率与 FP32 累加相同",
+    "no cited peak for this chip in fp16lab.hardware.PEAK_TFLOPS; {kind}: measure it (section 6)":
+        "fp16lab.hardware.PEAK_TFLOPS 中没有这块芯片的引用峰值；{kind}：请实测（第 6 节）",
+    "(cited, {source}: {fp16:g} vs {acc16:g} TFLOP/s)": "（引用：{source}，{fp16:g} 对 {acc16:g} TFLOP/s）",
+    "raises the FP16 Tensor Core peak {gain:.0f}x {cited}, at an accuracy cost (lesson 03): worth trying for inference and for matmul-bound layers":
+        "把 FP16 Tensor Core 的峰值提高到 {gain:.0f} 倍{cited}，代价是精度（第 03 课）：推理和以矩阵乘法为主的层值得一试",
+    "same peak as FP32 accumulation {cited}: no speed to gain, keep FP32 accumulation":
+        "峰值与 FP32 累加相同{cited}：不会更快，保持 FP32 累加即可",
+    "card": "显卡",
+    "{name} ({sm}, {gib:.0f} GiB)": "{name}（{sm}，{gib:.0f} GiB）",
+    "{profile}: memory and code path of this card; every speed printed is the real {real}'s, so speed ratios are reported, not asserted":
+        "{profile}：采用这张卡的显存和代码路径；打印出的速度都是实际运行的 {real} 的速度，所以速度比值只报告、不做断言",
+    "FP16 Tensor Cores": "FP16 Tensor Core",
+    "yes: FP16 autocast runs matmuls and convolutions on them (sm_70+)": "有：FP16 autocast 在 Tensor Core 上运行矩阵乘法和卷积（sm_70+）",
+    "no (before Volta, or a GTX 16xx): FP16 saves memory here, not time; stay in FP32 for speed":
+        "没有（Volta 之前的架构，或 GTX 16xx）：FP16 在这里只省显存、不省时间；要速度就留在 FP32",
+    "native BF16": "原生 BF16",
+    "yes (sm_80+): BF16 autocast needs no GradScaler": "有（sm_80+）：BF16 autocast 不需要 GradScaler",
+    "no (needs sm_80+): torch may still accept BF16 through slow emulation; train in FP16 with a GradScaler":
+        "没有（需要 sm_80+）：torch 也许仍然接受 BF16，但那是很慢的模拟；请用 FP16 加 GradScaler 训练",
+    "yes: cuDNN convolutions use it by default, matmuls do not (section 4); say which 'FP32' you measure":
+        "有：cuDNN 卷积默认使用它，矩阵乘法默认不用（第 4 节）；要说清楚你测的是哪一种“FP32”",
+    "no (needs sm_80+): FP32 here is true FP32": "没有（需要 sm_80+）：这里的 FP32 就是真正的 FP32",
+    "yes (sm_89+): lesson 09 trains with it here": "有（sm_89+）：第 09 课会在这里用它训练",
+    "no (needs sm_89+): lesson 09 shows its committed reference results": "没有（需要 sm_89+）：第 09 课展示已提交的参考结果",
+    "FP16 accumulation": "FP16 累加",
     # -- the lab (fp16lab/course/lab.py): a reference lesson's tab label ------------------------------------------
     "reference · ": "参考版 · ",
     "exercises · ": "练习版 · ",
