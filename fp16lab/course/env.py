@@ -148,7 +148,7 @@ def label(name: str) -> str:
           "TF32 settings": tr("TF32 settings"),
           "hardware profile": tr("hardware profile"), "driver": tr("driver"),
           "compute capability": tr("compute capability"), "SMs": tr("SMs"), "memory": tr("memory"),
-          "BF16 native": tr("BF16 native"), "peak table": tr("peak table"),
+          "FP16 Tensor Cores": tr("FP16 Tensor Cores"), "BF16 native": tr("BF16 native"), "peak table": tr("peak table"),
           "torchvision works": tr("torchvision works"), "GPU shared": tr("GPU shared")}
     return zh.get(name, name)
 
