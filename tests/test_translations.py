@@ -388,3 +388,41 @@ def test_nbval_does_not_collect_the_chinese_edition(tmp_path):
                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert "notebooks/01_tiny.ipynb::Cell" in out.stdout, out.stdout + out.stderr
     assert "zh/" not in out.stdout and "student" not in out.stdout, out.stdout
+
+
+# ---- Chinese typesetting: no line break inside a Chinese sentence ------------------------------------------------
+
+# A line break inside a paragraph renders as a space: between two Chinese characters (or after Chinese
+# punctuation) that is a stray gap in the sentence ("张量内存 及其峰值"). Chinese paragraphs are one line each.
+_CJK = "\u2014\u2018\u2019\u201c\u201d\u2026\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef"
+_BLOCK = re.compile(r"^\s*(?:[-*+]\s|\d+[.)]\s|#|\||>|<|```|~~~|$)")  # a line that starts a new block
+CHINESE_PAGES = [ZH / "README.md", ZH / "FAQ.md", ZH / "INSTRUCTORS.md", ROOT / "README.zh-CN.md"]
+
+
+def cjk_breaks(text: str) -> list[tuple[int, str]]:
+    """(line number, the two characters) of each soft line break next to a CJK character or punctuation mark."""
+    found, fence = [], False
+    lines = text.split("\n")
+    for n, (line, nxt) in enumerate(zip(lines, lines[1:]), 1):
+        if re.match(r"^\s*(```|~~~)", line):
+            fence = not fence
+        if fence or not line.strip() or line.lstrip().startswith(("#", "|", "<")) or _BLOCK.match(nxt):
+            continue
+        a, b = line.rstrip()[-1], nxt.lstrip()[0]
+        if re.match(f"[{_CJK}]", a) and re.match(f"[{_CJK}]", b) or re.match(r"[\u2014\u2026\u3000-\u303f\uff00-\uffef]", a):
+            found.append((n, a + b))
+    return found
+
+
+def test_the_break_detector():
+    assert cjk_breaks("张量内存\n及其峰值") == [(1, "存及")]
+    assert cjk_breaks("一句话。\nFP16 的范围") == [(1, "。F")]
+    assert cjk_breaks("列表：\n- 第一项\n- 第二项\n\n# 标题\n正文") == []
+    assert cjk_breaks("```\n代码里\n的注释\n```\n用 `fit`\n训练") == []
+
+
+@pytest.mark.parametrize("path", [*TRANSLATIONS, *CHINESE_PAGES], ids=lambda p: p.name)
+def test_no_line_break_inside_a_chinese_paragraph(path):
+    breaks = cjk_breaks(path.read_text(encoding="utf-8"))
+    assert not breaks, (f"{path.relative_to(ROOT)}: line breaks inside Chinese sentences (each renders as a stray "
+                        f"space; join the lines): " + ", ".join(f"line {n} {pair!r}" for n, pair in breaks))
