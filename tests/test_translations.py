@@ -27,6 +27,8 @@ NOTEBOOKS = ROOT / "notebooks"
 ZH = NOTEBOOKS / "zh"
 TRANSLATIONS = sorted((ZH / "translations").glob("*.md"))
 COVERAGE_FLOOR = 0.9  # issue 35: at least 90 % of a lesson's markdown cells in Chinese
+CHINESE_PAGES = [ZH / "README.md", ZH / "FAQ.md", ZH / "INSTRUCTORS.md", ROOT / "README.zh-CN.md",
+                 NOTEBOOKS / "workshop" / "MESSAGE.zh-CN.md"]
 
 STAMP = {"device": "NVIDIA H200", "mode": "full", "torch": "2.11.0+cu130", "date": "2026-12-04",
          "outputs_from": "NVIDIA H200 (full mode)", "code_sha256": "x"}
@@ -350,33 +352,124 @@ def test_every_translated_cell_is_fresh_and_lessons_are_covered():
                      "English in each block to redo):\n" + "\n".join(bad))
 
 
+GLOSSARY_HEADING = "## 术语表"  # the glossary is the table under this heading of notebooks/zh/README.md
+ARTICLE_SECTION = "## The article this series grows out of"  # the English start page quotes the article there
+
+
+def glossary_rows(text: str | None = None) -> list[tuple[str, str, str]]:
+    """(English, 中文, 不要用) of each row of the glossary (术语表) of notebooks/zh/README.md."""
+    text = (ZH / "README.md").read_text(encoding="utf-8") if text is None else text
+    rows, inside = [], False
+    for line in text.splitlines():
+        if line.startswith("## "):
+            inside = line.startswith(GLOSSARY_HEADING)
+        cols = [c.strip() for c in line.strip().strip("|").split("|")]
+        if inside and line.startswith("|") and len(cols) == 3 and cols[0] not in ("English", "---"):
+            rows.append((cols[0], cols[1], cols[2]))
+    return rows
+
+
 def _glossary() -> tuple[list[str], list[str]]:
-    """The glossary of notebooks/zh/README.md: (its 不要用 terms, its 中文 terms that contain one of them)."""
+    """The glossary's (不要用 terms, 中文 terms that contain one of them). Heading rows ("(heading)") ban nothing
+    elsewhere: their 不要用 column names what a lesson's fixed section heading must not be (设置 is a word too)."""
     banned, chinese = [], []
-    for row in (ZH / "README.md").read_text(encoding="utf-8").splitlines():
-        cols = [c.strip() for c in row.strip().strip("|").split("|")]
-        if row.startswith("|") and len(cols) == 3 and cols[0] not in ("English", "---"):
-            banned += [w.strip() for w in re.split("[、,，]", cols[2]) if w.strip()]
-            chinese += re.findall(r"[\u4e00-\u9fff]+", cols[1])
+    for english, zh, not_used in glossary_rows():
+        chinese += re.findall(r"[\u4e00-\u9fff]+", zh)  # its Chinese words, and its terms that mix in Latin
+        chinese += [p.strip() for p in re.split(r"[、,，/（）()“”]", zh) if re.search(r"[\u4e00-\u9fff]", p)]
+        if not english.endswith("(heading)"):
+            banned += [w.strip() for w in re.split("[、,，]", not_used) if w.strip()]
     return banned, [c for c in chinese if any(b in c and b != c for b in banned)]
 
 
 def test_the_glossary_lists_terms_not_to_use():
     banned, allowed = _glossary()
-    assert len(banned) >= 20 and {"张量核心", "梯度放缩", "批量大小"} <= set(banned)
+    assert len(banned) >= 30 and {"张量核心", "梯度放缩", "批量大小", "笔记本", "数据类型", "平局取偶", "做 unscale",
+                                  "文章", "熵下界", "截断", "提速", "训练步骤"} <= set(banned)
     assert all(any(b in a for b in banned) for a in allowed)  # allowed: a right term holding a banned one
+    assert "笔记本电脑" in allowed and "硬件配置档" in allowed, "laptop and hardware profile keep their terms"
+
+
+def _article_words() -> str:
+    """The article's own (Chinese) words as the English start page quotes them, whitespace and backticks removed."""
+    text = (NOTEBOOKS / "README.md").read_text(encoding="utf-8")
+    section = text[text.index(ARTICLE_SECTION):]
+    section = section[:section.index("\n## ", 1)]
+    return re.sub(r"\s+|`", "", section)
+
+
+def _article_quotes(line: str) -> str:
+    """``line`` less its quotations (“…”) of the article's own words, verbatim (… marks a cut): a quotation keeps
+    the article's wording (溢出), whatever the glossary says."""
+    article = _article_words()
+
+    def verbatim(m: re.Match[str]) -> str:
+        parts = [re.sub(r"\s+|`", "", p) for p in re.split(r"…+|\.\.\.", m.group(1))]
+        return "" if any(parts) and all(p in article for p in parts if p) else m.group(0)
+
+    return re.sub(r"“([^”]*)”", verbatim, line)
+
+
+def _pages() -> list[tuple[Path, list[str]]]:
+    """The Chinese text the glossary binds, by file and line: translations, README.zh-CN.md, the Chinese pages
+    (the start page without its glossary table)."""
+    out = [(f, f.read_text(encoding="utf-8").splitlines()) for f in TRANSLATIONS]
+    for f in CHINESE_PAGES:
+        if f.is_file():
+            lines, inside = [], False
+            for line in f.read_text(encoding="utf-8").splitlines():
+                if line.startswith("## "):
+                    inside = f.name == "README.md" and f.parent == ZH and line.startswith(GLOSSARY_HEADING)
+                lines.append("" if inside and line.startswith("|") else line)
+            out.append((f, lines))
+    return out
+
+
+def banned_uses(lines: list[str], banned: list[str], allowed: list[str]) -> list[tuple[int, str]]:
+    """(line number, term) for each use of a 不要用 term (a right term that holds one, and the article quoted, excepted)."""
+    found = []
+    for n, line in enumerate(lines, 1):
+        line = _article_quotes(line)
+        for term in sorted(allowed, key=len, reverse=True):  # a right term that holds a banned one is not a use of it
+            line = line.replace(term, "")
+        found += [(n, w) for w in banned if w in line]
+    return found
+
+
+def test_the_term_check_finds_a_variant_and_lets_the_right_term_pass():
+    banned, allowed = _glossary()
+    assert banned_uses(["在你自己的笔记本里使用 fp16lab", "就近舍入（平局取偶）", "各算子的数据类型"], banned, allowed) == \
+        [(1, "笔记本"), (2, "平局取偶"), (3, "数据类型")]
+    assert banned_uses(["笔记本电脑的 CPU", "在硬件配置档下", "在 notebook 里", "关闭 Jupyter 内核"], banned, allowed) == []
+    assert banned_uses(["一个 CUDA 内核"], banned, allowed) == [(1, "内核")], "a GPU kernel is a 核函数"
+    assert banned_uses(["原文说“FP16 的数值范围比 FP32 小，可能导致梯度消失或溢出”"], banned, allowed) == []
+    assert banned_uses(["“梯度可能溢出”"], banned, allowed) == [(1, "溢出")], "only the article's own words pass"
 
 
 def test_no_translation_uses_a_term_the_glossary_rules_out():
     banned, allowed = _glossary()
-    files = [*TRANSLATIONS, *([ROOT / "README.zh-CN.md"] if (ROOT / "README.zh-CN.md").is_file() else [])]
-    bad = []
-    for f in files:
-        for n, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
-            for term in allowed:  # a right term that holds a banned one is not a use of it
-                line = line.replace(term, "")
-            bad += [f"{f.relative_to(ROOT)}:{n}: {w!r}" for w in banned if w in line]
+    bad = [f"{f.relative_to(ROOT)}:{n}: {w!r}" for f, lines in _pages() for n, w in banned_uses(lines, banned, allowed)]
     assert not bad, "the glossary (notebooks/zh/README.md, 不要用) rules these out:\n" + "\n".join(bad)
+
+
+def _heading(line: str, term: str) -> bool:
+    """``line`` is a section heading (## 3 · Term, ## Term) or a bold line (**Term**) that says ``term``."""
+    return bool(re.fullmatch(rf"(?:#+\s*(?:\d+[a-z]?\s*[·.]\s*)?|\*\*){re.escape(term)}(?:\*\*)?\s*", line.strip()))
+
+
+def test_fixed_section_headings_use_one_term():
+    """Every "## 1 · Setup", "## Exercises", "**What you will learn**" ... is translated by the glossary's heading."""
+    headings = [(en.removesuffix("(heading)").strip(), zh) for en, zh, _ in glossary_rows() if en.endswith("(heading)")]
+    assert {"Setup", "Exercises", "Summary"} <= {en for en, _ in headings}
+    bad = []
+    for tfile in TRANSLATIONS:
+        entries = parse(tfile.read_text(encoding="utf-8"))
+        for cid, source in translations.markdown_cells(_lesson_of(tfile)):
+            zh_lines = entries[cid].text.splitlines() if cid in entries else []
+            for en, zh in headings:
+                if any(_heading(line, en) for line in source.splitlines()) and \
+                        not any(_heading(line, zh) for line in zh_lines):
+                    bad.append(f"{tfile.stem} cell {cid}: {en!r} is not translated as {zh!r}")
+    assert not bad, "\n".join(bad)
 
 
 def test_nbval_does_not_collect_the_chinese_edition(tmp_path):
@@ -396,7 +489,6 @@ def test_nbval_does_not_collect_the_chinese_edition(tmp_path):
 # punctuation) that is a stray gap in the sentence ("张量内存 及其峰值"). Chinese paragraphs are one line each.
 _CJK = "\u2014\u2018\u2019\u201c\u201d\u2026\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef"
 _BLOCK = re.compile(r"^\s*(?:[-*+]\s|\d+[.)]\s|#|\||>|<|```|~~~|$)")  # a line that starts a new block
-CHINESE_PAGES = [ZH / "README.md", ZH / "FAQ.md", ZH / "INSTRUCTORS.md", ROOT / "README.zh-CN.md"]
 
 
 def cjk_breaks(text: str) -> list[tuple[int, str]]:
