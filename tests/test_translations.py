@@ -8,6 +8,7 @@ are exactly what the generator makes now. A stale cell is named by lesson and ce
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import re
 import subprocess
@@ -495,7 +496,7 @@ def cjk_breaks(text: str) -> list[tuple[int, str]]:
     """(line number, the two characters) of each soft line break next to a CJK character or punctuation mark."""
     found, fence = [], False
     lines = text.split("\n")
-    for n, (line, nxt) in enumerate(zip(lines, lines[1:]), 1):
+    for n, (line, nxt) in enumerate(itertools.pairwise(lines), 1):
         if re.match(r"^\s*(```|~~~)", line):
             fence = not fence
         if fence or not line.strip() or line.lstrip().startswith(("#", "|", "<")) or _BLOCK.match(nxt):
