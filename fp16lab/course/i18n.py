@@ -571,6 +571,7 @@ ZH: dict[str, str] = {
     # -- the lab (fp16lab/course/lab.py): a reference lesson's tab label ------------------------------------------
     "reference · ": "参考版 · ",
     "exercises · ": "练习版 · ",
+    "read-only reference": "只读参考版",
     "your workspace: {folder}": "你的工作区：{folder}",
     "  new copies: {names}": "  新副本：{names}",
     "  kept as they are (your work): {n} file(s)": "  保持原样（你的成果）：{n} 个文件",
