@@ -519,3 +519,42 @@ def test_no_line_break_inside_a_chinese_paragraph(path):
     breaks = cjk_breaks(path.read_text(encoding="utf-8"))
     assert not breaks, (f"{path.relative_to(ROOT)}: line breaks inside Chinese sentences (each renders as a stray "
                         f"space; join the lines): " + ", ".join(f"line {n} {pair!r}" for n, pair in breaks))
+
+
+# ---- the Chinese start page is as complete as the English one ---------------------------------------------------
+
+# Each section of the English start page (notebooks/README.md) and its Chinese counterpart on notebooks/zh/README.md.
+START_PAGE_SECTIONS = {
+    "How to work here": "怎样开始",
+    "The path through the lessons": "课程路线",
+    "Glossary": "概念速览",
+    "The article this series grows out of": "本系列的出发点：原文",
+    "Which precision? A decision guide": "选哪种精度？决策指南",
+    "The same switches in other frameworks": "其他框架中的同一组开关",
+    "What next": "下一步",
+}
+
+
+def _sections(path: Path) -> dict[str, str]:
+    text = path.read_text(encoding="utf-8")
+    parts = re.split(r"^## (.+)$", text, flags=re.M)
+    return {parts[i].strip(): parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+
+
+def _table_rows(section: str) -> int:
+    return sum(1 for line in section.splitlines() if line.startswith("|") and not re.match(r"^\|[-| ]+\|$", line)) - 1
+
+
+def test_the_chinese_start_page_has_every_section_of_the_english_one():
+    en, zh = _sections(NOTEBOOKS / "README.md"), _sections(ZH / "README.md")
+    assert set(en) <= set(START_PAGE_SECTIONS), f"a new English section needs its Chinese one: {set(en) - set(START_PAGE_SECTIONS)}"
+    missing = [f"{e!r} (as {z!r})" for e, z in START_PAGE_SECTIONS.items() if e in en and z not in zh]
+    assert not missing, f"notebooks/zh/README.md lacks the sections {missing}"
+    for e, z in START_PAGE_SECTIONS.items():  # tables: the path, the article's claims, the guide, the frameworks
+        if e in en:
+            assert _table_rows(zh[z]) == _table_rows(en[e]), f"{z}: {_table_rows(zh[z])} table rows, English has " \
+                                                             f"{_table_rows(en[e])}"
+    assert "4090D" in zh["选哪种精度？决策指南"] and "《" not in zh["本系列的出发点：原文"], \
+        "the guide's Ada row is there; the article has no title to invent"
+    for z in START_PAGE_SECTIONS.values():  # bullets: the concepts, how to work, what next
+        assert zh[z].count("\n- ") >= next(en[e] for e, v in START_PAGE_SECTIONS.items() if v == z).count("\n- "), z
