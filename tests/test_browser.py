@@ -681,6 +681,11 @@ def test_the_chinese_lab_in_jupyterlab(tmp_path, capsys):
         _open_notebook(page, server, reference, deadline)
         assert _tab_label(page, reference, deadline) == f'"{tr("reference · ", lang="zh")}"', \
             page.evaluate(TAB_LABELS_JS)
+        badge = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) [data-jp-item-name='read-only-indicator'] "
+                             ".jp-ToolbarLabelComponent").first
+        badge.wait_for(state="attached", timeout=20_000)  # JupyterLab's text is English: ours is shown instead
+        shown = badge.evaluate("e => getComputedStyle(e, '::after').content")
+        assert shown == f'"{tr("read-only reference", lang="zh")}"', shown
         assert _tab_label(page, mine, deadline) == "none", page.evaluate(TAB_LABELS_JS)
     with capsys.disabled():
         print(f"\n[browser] Chinese lab: zh start page with the Chinese interface, {ZH_LESSON.name} run green from "

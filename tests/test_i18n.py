@@ -112,9 +112,10 @@ def test_the_stored_outputs_note_in_chinese():
     from fp16lab.course.outputs import note_text
 
     md, plain = note_text(META, copy=True, lang="zh")
-    assert md.startswith("**已存输出来自 NVIDIA H200（full 模式）** (torch 2.11.0, 2026-12-01)，")
+    assert md.startswith("**已存输出：来自英文版课程在 NVIDIA H200（完整模式，torch 2.11.0，2026-12-01）上的运行，")
     assert "*运行 → 运行所有单元格*" in md and "`notebooks/zh/`" in md
-    assert plain.startswith("已存输出：在 NVIDIA H200（full 模式）, torch 2.11.0, 2026-12-01 上得到")
+    assert plain.startswith("已存输出：来自英文版课程在 NVIDIA H200（完整模式，torch 2.11.0，2026-12-01）上的运行")
+    assert "full" not in md + plain and "mode" not in md + plain, "the mode in Chinese, not 'full mode'"
     reference_md, _ = note_text(META, lang="zh")
     assert "`notebooks/work/zh/`" in reference_md and "--lang zh" in reference_md
     english, _ = note_text(META, copy=True)
@@ -200,22 +201,178 @@ def test_every_call_fills_exactly_its_messages_fields():
 
 
 def _glossary() -> tuple[list[str], list[str]]:
-    """The glossary's (中文 terms, 不要用 terms) (notebooks/zh/README.md)."""
-    allowed, banned = [], []
+    """The glossary's (中文 terms, 不要用 terms): the table under "## 术语表" of notebooks/zh/README.md. Its heading
+    rows ("(heading)") name a lesson's fixed section titles and ban nothing elsewhere."""
+    allowed, banned, inside = [], [], False
     for line in (ROOT / "notebooks" / "zh" / "README.md").read_text(encoding="utf-8").splitlines():
+        if line.startswith("## "):
+            inside = line.startswith("## 术语表")
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 3 and cells[1] != "中文" and HAN.search(cells[1]):
-            allowed += [t.strip() for t in re.split(r"[、,，/（）()]", cells[1]) if HAN.search(t)]
-            banned += [t.strip() for t in re.split(r"[、,，]", cells[2]) if t.strip()]
+        if inside and line.startswith("|") and len(cells) == 3 and cells[0] not in ("English", "---"):
+            allowed += [t.strip() for t in re.split(r"[、,，/（）()“”]", cells[1]) if HAN.search(t)]
+            if not cells[0].endswith("(heading)"):
+                banned += [t.strip() for t in re.split(r"[、,，]", cells[2]) if t.strip()]
     return sorted(allowed, key=len, reverse=True), banned
 
 
 def test_the_catalogue_follows_the_glossary():
     allowed, banned = _glossary()
-    assert "内核" in banned and "批量大小" in banned, "the glossary's 不要用 column was not read"
+    assert {"内核", "批量大小", "笔记本", "数据类型", "冲刷为零", "做 unscale", "文章"} <= set(banned), \
+        "the glossary's 不要用 column was not read"
+    assert "设置" not in banned, "a heading row bans nothing outside the headings"
     for msgid, text in ZH.items():
         rest = text
         for term in allowed:  # 张量核心 is the term; 张量核 alone is ruled out
             rest = rest.replace(term, "")
         hits = [t for t in banned if t in rest]
         assert not hits, f"{msgid!r}: the glossary rules out {hits}: {text!r}"
+
+
+# ---- a Chinese run, end to end: no English sentence of fp16lab's own ------------------------------------------
+#
+# What a learner in the Chinese lab reads from fp16lab itself (the card box, the doctor, the mode banner, the
+# stored-outputs note, a lesson's first cells) must be Chinese. What may stay as it is: code and API names
+# (`...`, dotted names, flags), quoted messages of other programs (torch's “...”), units, column names, the
+# cited sources of the peak table (document titles), and in a lesson the lesson's own words (its code cells are
+# the English lesson's, byte for byte).
+
+_WORDS = re.compile(r"\b[A-Za-z]{2,}(?:(?:[,:;]? |'|-)[A-Za-z]{2,}){3,}\b")  # four or more English words in a row
+
+
+def _cited_sources() -> list[str]:
+    from fp16lab.hardware import PEAK_TFLOPS
+
+    return sorted({p.source for p in PEAK_TFLOPS.values()}, key=len, reverse=True)
+
+
+def english_sentences(text: str, allowed: str = "") -> list[str]:
+    """Runs of four or more English words in ``text`` that are not code, quotes, citations or in ``allowed``."""
+    t = re.sub(r"<code>.*?</code>", " ", text)  # code in a rendered table
+    t = re.sub(r"<[^>]+>", "\n", t)  # HTML tags (a rendered table or banner) end a run of words
+    for source in _cited_sources():
+        t = t.replace(source, " ")
+    t = re.sub(r"`[^`\n]*`|“[^”\n]*”|\"[^\"\n]*\"|https?://\S+", " ", t)  # code spans, quoted messages, URLs
+    t = re.sub(r"\S*[_./=()\[\]{}<>|\\]\S*", " ", t)  # identifiers, paths, versions, flags, markup
+    return [m for m in _WORDS.findall(t) if m not in allowed]
+
+
+def test_the_detector_finds_english_and_lets_code_and_quotes_pass():
+    assert english_sentences("显卡  none: the lessons run in quick mode on this device") == \
+        ["none: the lessons run in quick mode on this device"]
+    assert english_sentences("结论：没有 FAIL 行；`pip install torch --index-url x` 和“Found no NVIDIA driver on "
+                             "your system”、NVIDIA H100 Tensor Core GPU Architecture whitepaper (SXM5, dense)") == []
+    assert english_sentences("print the lesson's own words here", allowed="print the lesson's own words here") == []
+
+
+def test_the_card_box_and_the_mode_speak_chinese(zh, monkeypatch):
+    from fp16lab.course.card import card_box
+    from fp16lab.course.runtime.quick import mode
+    from fp16lab.hardware import PROFILES, GPUFacts, chip_features, peak_for
+
+    def facts(name, cap, profile=None):
+        return GPUFacts(0, name, "NVIDIA H200", cap, 40, 16 * 2**30, 141 * 2**30, peak_for(name),
+                        chip_features(cap, name), profile)
+
+    p = PROFILES["rtx4090d"]
+    boxes = [card_box(None), card_box(facts(p.name, p.capability, p.key)), card_box(facts("NVIDIA H200", (9, 0))),
+             card_box(facts("Tesla T4", (7, 5))), card_box(facts("NVIDIA GeForce GTX 1660 Ti", (7, 5))),
+             card_box(facts("NVIDIA GeForce RTX 2080", (7, 5))), card_box(facts("NVIDIA A100-SXM4-40GB", (8, 0)))]
+    for box in boxes:
+        assert HAN.search(box.splitlines()[0]) and not english_sentences(box), box
+    assert boxes[0].startswith("在这台机器上（没有 CUDA GPU）")
+    for env in ({"FP16LAB_QUICK": "1"}, {"FP16LAB_QUICK": "", "CI": "true"}, {"FP16LAB_QUICK": "", "CI": ""}):
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        m = mode()
+        for text in (str(m), m._repr_html_()):
+            assert not english_sentences(text) and "no CUDA GPU" not in text and "CI is set" not in text, text
+    assert str(m).startswith("快速模式（没有 CUDA GPU）：")
+
+
+def test_the_card_box_lines_up_in_chinese(zh):
+    import unicodedata
+
+    from fp16lab.course.card import card_box
+
+    def columns(text: str) -> int:  # a Chinese character takes two columns on screen
+        return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+    rows = card_box(None).splitlines()[2:]
+    starts = {columns(r[:len(r) - len(r.split("  ", 1)[1].lstrip())]) for r in rows}  # where each row's text starts
+    assert len(starts) == 1, rows
+
+
+@pytest.mark.parametrize("kind", ["none", "pascal", "turing", "ada", "hopper", "gtx1660", "volta"])
+def test_the_doctor_speaks_chinese_on_every_kind_of_machine(zh, fake_gpu, kind):
+    from fp16lab.course.env import report
+
+    fake_gpu(kind)
+    rep = report()
+    for text in (str(rep), rep._repr_html_()):
+        assert not english_sentences(text), text
+    assert str(rep).splitlines()[-1].startswith("结论：")
+    assert "Tensor Cores" not in str(rep) and "mode" not in str(rep), "row labels in Chinese too"
+
+
+def test_the_reference_notes_speak_chinese(zh, capsys):
+    from fp16lab.course.outputs import note_text
+    from fp16lab.course.runtime.results import load_reference
+
+    for meta in (META, {**META, "outputs_from": "NVIDIA H200 (full mode)"}, {"device": "CPU", "mode": "quick"}):
+        for copy in (False, True):
+            md, plain = note_text(meta, copy=copy, lang="zh")
+            assert not english_sentences(md + "\n" + plain) and "mode" not in md + plain, (md, plain)
+    load_reference("align_sweep")
+    load_reference("never_recorded_zh")
+    out = capsys.readouterr().out
+    assert out.startswith("已提交的 GPU 参考结果") and not english_sentences(out) and " mode" not in out, out
+
+
+def _first_cells(lesson: Path) -> list:
+    """The lesson's code cells up to and including the one that prints the card box (lesson 00's setup part)."""
+    import nbformat
+
+    code = [c for c in nbformat.read(lesson, as_version=4).cells if c.cell_type == "code"]
+    last = next((i for i, c in enumerate(code[:12]) if "card_box(" in c.source), None)
+    assert last is not None, f"{lesson.name} prints no card box in its first 12 code cells: pick the cells to run"
+    return code[:last + 1]
+
+
+def _text(output: dict) -> str:
+    if output.get("output_type") == "stream":
+        text = output.get("text", "")
+    elif output.get("output_type") == "error":
+        text = f"{output.get('ename')}: {output.get('evalue')}"
+    else:
+        data = output.get("data", {})
+        text = "\n".join(v if isinstance(v, str) else "".join(v) for k, v in data.items()
+                         if k in ("text/markdown", "text/html", "text/plain"))
+    return text if isinstance(text, str) else "".join(text)
+
+
+def test_a_lessons_first_cells_speak_chinese_in_the_chinese_lab(monkeypatch, tmp_path):
+    """Lesson 00's setup part (the mode banner, the doctor in and out of the kernel, the card box) run in a
+    kernel of the Chinese lab, in quick mode: fp16lab prints no English sentence of its own."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from fp16lab.course.lab import lab_env
+
+    lesson = ROOT / "notebooks" / "zh" / "00_setup_and_verify.ipynb"
+    cells = _first_cells(lesson)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c.source) for c in cells])
+    for key, value in lab_env("zh", {"FP16LAB_QUICK": "1", "PYTHONPATH": str(ROOT)}).items():
+        monkeypatch.setenv(key, value)  # the kernel inherits what `python -m fp16lab lab --lang zh` sets
+    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    bad, seen = [], ""
+    for cell in nb.cells:
+        for out in cell.outputs:
+            text = _text(out)
+            seen += text
+            assert out.get("output_type") != "error", f"{cell.source[:80]!r} raised: {text}"
+            bad += [f"{cell.source[:40]!r}: {s!r}" for s in english_sentences(text, allowed=cell.source)]
+    for part in ("快速模式（FP16LAB_QUICK=1）：", "结论：", "在这台机器上（没有 CUDA GPU）" if not torch.cuda.is_available()
+                 else "在你的显卡上"):
+        assert part in seen, f"{part!r} not among the outputs"
+    assert not bad, "English sentences of fp16lab's own in a Chinese run:\n" + "\n".join(bad)

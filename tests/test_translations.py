@@ -8,6 +8,7 @@ are exactly what the generator makes now. A stale cell is named by lesson and ce
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import re
 import subprocess
@@ -19,7 +20,7 @@ import pytest
 
 from fp16lab.__main__ import main
 from fp16lab.course import paths, student, translations
-from fp16lab.course.outputs import code_digest, set_reference_note
+from fp16lab.course.outputs import code_digest, is_reference_note, set_reference_note
 from fp16lab.course.translations import Entry, digest, parse, render
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,6 +28,8 @@ NOTEBOOKS = ROOT / "notebooks"
 ZH = NOTEBOOKS / "zh"
 TRANSLATIONS = sorted((ZH / "translations").glob("*.md"))
 COVERAGE_FLOOR = 0.9  # issue 35: at least 90 % of a lesson's markdown cells in Chinese
+CHINESE_PAGES = [ZH / "README.md", ZH / "FAQ.md", ZH / "INSTRUCTORS.md", ROOT / "README.zh-CN.md",
+                 NOTEBOOKS / "workshop" / "MESSAGE.zh-CN.md"]
 
 STAMP = {"device": "NVIDIA H200", "mode": "full", "torch": "2.11.0+cu130", "date": "2026-12-04",
          "outputs_from": "NVIDIA H200 (full mode)", "code_sha256": "x"}
@@ -146,9 +149,11 @@ def test_rewrite_links_covers_markdown_images_html_and_references():
 
 def test_the_note_says_where_the_outputs_were_measured():
     note = translations.zh_note(STAMP)
-    assert note.startswith(translations.NOTE_PREFIX) and note.endswith("\n")
-    for part in ("NVIDIA H200", "完整模式", "torch 2.11.0+cu130", "2026-12-04", "并非在你的电脑上"):
-        assert part in note
+    assert note.startswith(translations.NOTE_PREFIX)
+    for part in ("英文版课程", "NVIDIA H200（完整模式，torch 2.11.0+cu130，2026-12-04）", "不是在你的电脑上",
+                 "只读的参考版", "notebooks/work/zh/"):
+        assert part in note, part
+    assert "full mode" not in note and "运行本课后" not in note, "one Chinese note, for a read-only reference"
     cpu = translations.zh_note({"device": "CPU", "mode": "quick", "torch": "2.14.1"})
     assert "CPU（快速模式，torch 2.14.1）" in cpu
     with pytest.raises(ValueError, match="meta must be a lesson's run metadata"):
@@ -169,9 +174,11 @@ def test_generator_keeps_code_cells_and_swaps_markdown(tmp_path):
     first = True
     for e, z in zip(_cells(lesson), _cells(zh_path), strict=True):
         if e["cell_type"] == "code":
-            if first:  # one leading output more: where the outputs were measured, in Chinese
-                assert translations.is_zh_note(z["outputs"][0]) and "NVIDIA H200" in "".join(z["outputs"][0]["text"])
-                z["outputs"], first = z["outputs"][1:], False
+            if first:  # the reference note, in Chinese, in place of the English one: one note, not two
+                assert translations.is_zh_note(z["outputs"][0]) and is_reference_note(e["outputs"][0])
+                assert "NVIDIA H200" in "".join(z["outputs"][0]["data"]["text/markdown"])
+                assert not any(is_reference_note(o) for o in z["outputs"][1:]), "the English note is gone"
+                z["outputs"], e["outputs"], first = z["outputs"][1:], e["outputs"][1:], False
             assert z == e, f"code cell {e['id']} changed"
         else:
             assert (z["id"], z["metadata"]) == (e["id"], e["metadata"]) and re.search("[\u4e00-\u9fff]", "".join(z["source"]))
@@ -193,8 +200,17 @@ def test_student_copy_is_made_by_student_py_with_a_chinese_banner(tmp_path):
     zh = nbformat.read(lesson.parent / "zh" / lesson.name, as_version=4)
     mine = nbformat.read(lesson.parent / "zh" / "student" / lesson.name, as_version=4)
     theirs = student.make_student_copy(zh, name=lesson.name)
-    assert [c.source for c in mine.cells[1:]] == [c.source for c in theirs.cells[1:]]
-    assert "answer = None  # your code here" in [c.source for c in mine.cells]
+    assert len(mine.cells) == len(theirs.cells)
+    for m, t in zip(mine.cells[1:], theirs.cells[1:], strict=True):  # only the generator's comments are Chinese
+        if student.PROMPT_TAG in student.cell_tags(t):
+            assert m.source == t.source.replace("  # your code here", translations.ZH_PROMPT_COMMENT)
+        elif student.CHECK_TAG in student.cell_tags(t):
+            assert m.source == translations.ZH_CHECK_NOTE + t.source.removeprefix(student.CHECK_NOTE)
+            assert m.source.startswith(student.RAISES_MARKER + "\n"), "nbval's marker stays the first line"
+        else:
+            assert m.source == t.source
+    assert "answer = None  # 在这里写你的答案" in [c.source for c in mine.cells]
+    assert not any("your code here" in c.source or "Run All" in c.source for c in mine.cells)
     assert mine.cells[0].source.startswith("> **学生版**") and "notebooks/zh/01_tiny.ipynb" in mine.cells[0].source
     assert all(not c.get("outputs") for c in mine.cells if c.cell_type == "code")
 
@@ -313,9 +329,14 @@ def test_chinese_lessons_run_the_english_code():
         en, zh = _cells(NOTEBOOKS / zh_path.name), _cells(zh_path)
         en_code = [c for c in en if c["cell_type"] == "code"]
         zh_code = [copy.deepcopy(c) for c in zh if c["cell_type"] == "code"]
+        en_code = [copy.deepcopy(c) for c in en_code]
         if zh_code and zh_code[0]["outputs"] and translations.is_zh_note(zh_code[0]["outputs"][0]):
-            zh_code[0]["outputs"] = zh_code[0]["outputs"][1:]
+            zh_code[0]["outputs"] = zh_code[0]["outputs"][1:]  # the Chinese note stands in for the English one
+            assert en_code[0]["outputs"] and is_reference_note(en_code[0]["outputs"][0])
+            en_code[0]["outputs"] = en_code[0]["outputs"][1:]
         assert zh_code == en_code, f"{zh_path.relative_to(ROOT)}: code cells differ from the English lesson's"
+        notes = [o for c in zh_code for o in c["outputs"] if is_reference_note(o)]
+        assert not notes, f"{zh_path.relative_to(ROOT)}: an English reference note is left beside the Chinese one"
 
 
 def test_every_translated_cell_is_fresh_and_lessons_are_covered():
@@ -332,33 +353,124 @@ def test_every_translated_cell_is_fresh_and_lessons_are_covered():
                      "English in each block to redo):\n" + "\n".join(bad))
 
 
+GLOSSARY_HEADING = "## 术语表"  # the glossary is the table under this heading of notebooks/zh/README.md
+ARTICLE_SECTION = "## The article this series grows out of"  # the English start page quotes the article there
+
+
+def glossary_rows(text: str | None = None) -> list[tuple[str, str, str]]:
+    """(English, 中文, 不要用) of each row of the glossary (术语表) of notebooks/zh/README.md."""
+    text = (ZH / "README.md").read_text(encoding="utf-8") if text is None else text
+    rows, inside = [], False
+    for line in text.splitlines():
+        if line.startswith("## "):
+            inside = line.startswith(GLOSSARY_HEADING)
+        cols = [c.strip() for c in line.strip().strip("|").split("|")]
+        if inside and line.startswith("|") and len(cols) == 3 and cols[0] not in ("English", "---"):
+            rows.append((cols[0], cols[1], cols[2]))
+    return rows
+
+
 def _glossary() -> tuple[list[str], list[str]]:
-    """The glossary of notebooks/zh/README.md: (its 不要用 terms, its 中文 terms that contain one of them)."""
+    """The glossary's (不要用 terms, 中文 terms that contain one of them). Heading rows ("(heading)") ban nothing
+    elsewhere: their 不要用 column names what a lesson's fixed section heading must not be (设置 is a word too)."""
     banned, chinese = [], []
-    for row in (ZH / "README.md").read_text(encoding="utf-8").splitlines():
-        cols = [c.strip() for c in row.strip().strip("|").split("|")]
-        if row.startswith("|") and len(cols) == 3 and cols[0] not in ("English", "---"):
-            banned += [w.strip() for w in re.split("[、,，]", cols[2]) if w.strip()]
-            chinese += re.findall(r"[\u4e00-\u9fff]+", cols[1])
+    for english, zh, not_used in glossary_rows():
+        chinese += re.findall(r"[\u4e00-\u9fff]+", zh)  # its Chinese words, and its terms that mix in Latin
+        chinese += [p.strip() for p in re.split(r"[、,，/（）()“”]", zh) if re.search(r"[\u4e00-\u9fff]", p)]
+        if not english.endswith("(heading)"):
+            banned += [w.strip() for w in re.split("[、,，]", not_used) if w.strip()]
     return banned, [c for c in chinese if any(b in c and b != c for b in banned)]
 
 
 def test_the_glossary_lists_terms_not_to_use():
     banned, allowed = _glossary()
-    assert len(banned) >= 20 and {"张量核心", "梯度放缩", "批量大小"} <= set(banned)
+    assert len(banned) >= 30 and {"张量核心", "梯度放缩", "批量大小", "笔记本", "数据类型", "平局取偶", "做 unscale",
+                                  "文章", "熵下界", "截断", "提速", "训练步骤"} <= set(banned)
     assert all(any(b in a for b in banned) for a in allowed)  # allowed: a right term holding a banned one
+    assert "笔记本电脑" in allowed and "硬件配置档" in allowed, "laptop and hardware profile keep their terms"
+
+
+def _article_words() -> str:
+    """The article's own (Chinese) words as the English start page quotes them, whitespace and backticks removed."""
+    text = (NOTEBOOKS / "README.md").read_text(encoding="utf-8")
+    section = text[text.index(ARTICLE_SECTION):]
+    section = section[:section.index("\n## ", 1)]
+    return re.sub(r"\s+|`", "", section)
+
+
+def _article_quotes(line: str) -> str:
+    """``line`` less its quotations (“…”) of the article's own words, verbatim (… marks a cut): a quotation keeps
+    the article's wording (溢出), whatever the glossary says."""
+    article = _article_words()
+
+    def verbatim(m: re.Match[str]) -> str:
+        parts = [re.sub(r"\s+|`", "", p) for p in re.split(r"…+|\.\.\.", m.group(1))]
+        return "" if any(parts) and all(p in article for p in parts if p) else m.group(0)
+
+    return re.sub(r"“([^”]*)”", verbatim, line)
+
+
+def _pages() -> list[tuple[Path, list[str]]]:
+    """The Chinese text the glossary binds, by file and line: translations, README.zh-CN.md, the Chinese pages
+    (the start page without its glossary table)."""
+    out = [(f, f.read_text(encoding="utf-8").splitlines()) for f in TRANSLATIONS]
+    for f in CHINESE_PAGES:
+        if f.is_file():
+            lines, inside = [], False
+            for line in f.read_text(encoding="utf-8").splitlines():
+                if line.startswith("## "):
+                    inside = f.name == "README.md" and f.parent == ZH and line.startswith(GLOSSARY_HEADING)
+                lines.append("" if inside and line.startswith("|") else line)
+            out.append((f, lines))
+    return out
+
+
+def banned_uses(lines: list[str], banned: list[str], allowed: list[str]) -> list[tuple[int, str]]:
+    """(line number, term) for each use of a 不要用 term (a right term that holds one, and the article quoted, excepted)."""
+    found = []
+    for n, line in enumerate(lines, 1):
+        line = _article_quotes(line)
+        for term in sorted(allowed, key=len, reverse=True):  # a right term that holds a banned one is not a use of it
+            line = line.replace(term, "")
+        found += [(n, w) for w in banned if w in line]
+    return found
+
+
+def test_the_term_check_finds_a_variant_and_lets_the_right_term_pass():
+    banned, allowed = _glossary()
+    assert banned_uses(["在你自己的笔记本里使用 fp16lab", "就近舍入（平局取偶）", "各算子的数据类型"], banned, allowed) == \
+        [(1, "笔记本"), (2, "平局取偶"), (3, "数据类型")]
+    assert banned_uses(["笔记本电脑的 CPU", "在硬件配置档下", "在 notebook 里", "关闭 Jupyter 内核"], banned, allowed) == []
+    assert banned_uses(["一个 CUDA 内核"], banned, allowed) == [(1, "内核")], "a GPU kernel is a 核函数"
+    assert banned_uses(["原文说“FP16 的数值范围比 FP32 小，可能导致梯度消失或溢出”"], banned, allowed) == []
+    assert banned_uses(["“梯度可能溢出”"], banned, allowed) == [(1, "溢出")], "only the article's own words pass"
 
 
 def test_no_translation_uses_a_term_the_glossary_rules_out():
     banned, allowed = _glossary()
-    files = [*TRANSLATIONS, *([ROOT / "README.zh-CN.md"] if (ROOT / "README.zh-CN.md").is_file() else [])]
-    bad = []
-    for f in files:
-        for n, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
-            for term in allowed:  # a right term that holds a banned one is not a use of it
-                line = line.replace(term, "")
-            bad += [f"{f.relative_to(ROOT)}:{n}: {w!r}" for w in banned if w in line]
+    bad = [f"{f.relative_to(ROOT)}:{n}: {w!r}" for f, lines in _pages() for n, w in banned_uses(lines, banned, allowed)]
     assert not bad, "the glossary (notebooks/zh/README.md, 不要用) rules these out:\n" + "\n".join(bad)
+
+
+def _heading(line: str, term: str) -> bool:
+    """``line`` is a section heading (## 3 · Term, ## Term) or a bold line (**Term**) that says ``term``."""
+    return bool(re.fullmatch(rf"(?:#+\s*(?:\d+[a-z]?\s*[·.]\s*)?|\*\*){re.escape(term)}(?:\*\*)?\s*", line.strip()))
+
+
+def test_fixed_section_headings_use_one_term():
+    """Every "## 1 · Setup", "## Exercises", "**What you will learn**" ... is translated by the glossary's heading."""
+    headings = [(en.removesuffix("(heading)").strip(), zh) for en, zh, _ in glossary_rows() if en.endswith("(heading)")]
+    assert {"Setup", "Exercises", "Summary"} <= {en for en, _ in headings}
+    bad = []
+    for tfile in TRANSLATIONS:
+        entries = parse(tfile.read_text(encoding="utf-8"))
+        for cid, source in translations.markdown_cells(_lesson_of(tfile)):
+            zh_lines = entries[cid].text.splitlines() if cid in entries else []
+            for en, zh in headings:
+                if any(_heading(line, en) for line in source.splitlines()) and \
+                        not any(_heading(line, zh) for line in zh_lines):
+                    bad.append(f"{tfile.stem} cell {cid}: {en!r} is not translated as {zh!r}")
+    assert not bad, "\n".join(bad)
 
 
 def test_nbval_does_not_collect_the_chinese_edition(tmp_path):
@@ -370,3 +482,79 @@ def test_nbval_does_not_collect_the_chinese_edition(tmp_path):
                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert "notebooks/01_tiny.ipynb::Cell" in out.stdout, out.stdout + out.stderr
     assert "zh/" not in out.stdout and "student" not in out.stdout, out.stdout
+
+
+# ---- Chinese typesetting: no line break inside a Chinese sentence ------------------------------------------------
+
+# A line break inside a paragraph renders as a space: between two Chinese characters (or after Chinese
+# punctuation) that is a stray gap in the sentence ("张量内存 及其峰值"). Chinese paragraphs are one line each.
+_CJK = "\u2014\u2018\u2019\u201c\u201d\u2026\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef"
+_BLOCK = re.compile(r"^\s*(?:[-*+]\s|\d+[.)]\s|#|\||>|<|```|~~~|$)")  # a line that starts a new block
+
+
+def cjk_breaks(text: str) -> list[tuple[int, str]]:
+    """(line number, the two characters) of each soft line break next to a CJK character or punctuation mark."""
+    found, fence = [], False
+    lines = text.split("\n")
+    for n, (line, nxt) in enumerate(itertools.pairwise(lines), 1):
+        if re.match(r"^\s*(```|~~~)", line):
+            fence = not fence
+        if fence or not line.strip() or line.lstrip().startswith(("#", "|", "<")) or _BLOCK.match(nxt):
+            continue
+        a, b = line.rstrip()[-1], nxt.lstrip()[0]
+        if re.match(f"[{_CJK}]", a) and re.match(f"[{_CJK}]", b) or re.match(r"[\u2014\u2026\u3000-\u303f\uff00-\uffef]", a):
+            found.append((n, a + b))
+    return found
+
+
+def test_the_break_detector():
+    assert cjk_breaks("张量内存\n及其峰值") == [(1, "存及")]
+    assert cjk_breaks("一句话。\nFP16 的范围") == [(1, "。F")]
+    assert cjk_breaks("列表：\n- 第一项\n- 第二项\n\n# 标题\n正文") == []
+    assert cjk_breaks("```\n代码里\n的注释\n```\n用 `fit`\n训练") == []
+
+
+@pytest.mark.parametrize("path", [*TRANSLATIONS, *CHINESE_PAGES], ids=lambda p: p.name)
+def test_no_line_break_inside_a_chinese_paragraph(path):
+    breaks = cjk_breaks(path.read_text(encoding="utf-8"))
+    assert not breaks, (f"{path.relative_to(ROOT)}: line breaks inside Chinese sentences (each renders as a stray "
+                        f"space; join the lines): " + ", ".join(f"line {n} {pair!r}" for n, pair in breaks))
+
+
+# ---- the Chinese start page is as complete as the English one ---------------------------------------------------
+
+# Each section of the English start page (notebooks/README.md) and its Chinese counterpart on notebooks/zh/README.md.
+START_PAGE_SECTIONS = {
+    "How to work here": "怎样开始",
+    "The path through the lessons": "课程路线",
+    "Glossary": "概念速览",
+    "The article this series grows out of": "本系列的出发点：原文",
+    "Which precision? A decision guide": "选哪种精度？决策指南",
+    "The same switches in other frameworks": "其他框架中的同一组开关",
+    "What next": "下一步",
+}
+
+
+def _sections(path: Path) -> dict[str, str]:
+    text = path.read_text(encoding="utf-8")
+    parts = re.split(r"^## (.+)$", text, flags=re.M)
+    return {parts[i].strip(): parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+
+
+def _table_rows(section: str) -> int:
+    return sum(1 for line in section.splitlines() if line.startswith("|") and not re.match(r"^\|[-| ]+\|$", line)) - 1
+
+
+def test_the_chinese_start_page_has_every_section_of_the_english_one():
+    en, zh = _sections(NOTEBOOKS / "README.md"), _sections(ZH / "README.md")
+    assert set(en) <= set(START_PAGE_SECTIONS), f"a new English section needs its Chinese one: {set(en) - set(START_PAGE_SECTIONS)}"
+    missing = [f"{e!r} (as {z!r})" for e, z in START_PAGE_SECTIONS.items() if e in en and z not in zh]
+    assert not missing, f"notebooks/zh/README.md lacks the sections {missing}"
+    for e, z in START_PAGE_SECTIONS.items():  # tables: the path, the article's claims, the guide, the frameworks
+        if e in en:
+            assert _table_rows(zh[z]) == _table_rows(en[e]), f"{z}: {_table_rows(zh[z])} table rows, English has " \
+                                                             f"{_table_rows(en[e])}"
+    assert "4090D" in zh["选哪种精度？决策指南"] and "《" not in zh["本系列的出发点：原文"], \
+        "the guide's Ada row is there; the article has no title to invent"
+    for z in START_PAGE_SECTIONS.values():  # bullets: the concepts, how to work, what next
+        assert zh[z].count("\n- ") >= next(en[e] for e, v in START_PAGE_SECTIONS.items() if v == z).count("\n- "), z

@@ -176,7 +176,11 @@ def test_reference_tabs_are_labelled_in_the_labs_language(tmp_path, monkeypatch)
         assert f'content: "{label}";' in css, css
         # the selector: a notebook's tab whose tooltip path is not under work/ (JupyterLab's "Path: …" caption)
         assert '[title*=".ipynb"]:not([title*=": work/"])' in css
-        assert css.count("{") == css.count("}") == 4, "the template's braces must survive str.format"
+        assert css.count("{") == css.count("}") == (4 if lang == "en" else 6), "the templates' braces survive str.format"
+        badge = '[data-jp-item-name="read-only-indicator"] .jp-ToolbarLabelComponent::after'
+        assert (badge in css) == (lang == "zh"), "JupyterLab's own badge is English in any language: ours in Chinese"
+        if lang == "zh":
+            assert 'content: "只读参考版";' in css
         student = "练习版 · " if lang == "zh" else "exercises · "
         assert f'content: "{student}";' in css and '[title*="work/student/"]' in css, \
             "a student copy's tab differs from the learner's copy of the same lesson"

@@ -148,7 +148,7 @@ def label(name: str) -> str:
           "TF32 settings": tr("TF32 settings"),
           "hardware profile": tr("hardware profile"), "driver": tr("driver"),
           "compute capability": tr("compute capability"), "SMs": tr("SMs"), "memory": tr("memory"),
-          "BF16 native": tr("BF16 native"), "peak table": tr("peak table"),
+          "FP16 Tensor Cores": tr("FP16 Tensor Cores"), "BF16 native": tr("BF16 native"), "peak table": tr("peak table"),
           "torchvision works": tr("torchvision works"), "GPU shared": tr("GPU shared")}
     return zh.get(name, name)
 
@@ -190,15 +190,8 @@ def _tf32_text() -> str:
 
 def _mode_value(m: "Any") -> str:
     """The mode row's value: ``quick (no CUDA GPU)``, in the learner's language."""
-    reason = str(m.reason)
-    if reason == "no CUDA GPU":
-        reason = tr("no CUDA GPU")
-    elif reason == "CI is set":
-        reason = tr("CI is set")
-    elif reason.startswith("CUDA GPU: "):
-        reason = tr("CUDA GPU: {label}", label=reason.removeprefix("CUDA GPU: "))
     names = {"quick": tr("quick"), "full": tr("full"), "full-smoke": tr("full, fewer steps (smoke)")}
-    return tr("{mode} ({reason})", mode=names.get(m.name, m.name), reason=reason)
+    return tr("{mode} ({reason})", mode=names.get(m.name, m.name), reason=m.reason_text)
 
 
 def run_metadata(device: "torch.device | str | None" = None) -> dict[str, Any]:

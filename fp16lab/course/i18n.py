@@ -134,12 +134,12 @@ ZH: dict[str, str] = {
         "提示：崩溃之前的步又训练了一遍：应从检查点继续，而不是从头开始",
     "Hint: the losses differ from an uninterrupted run: resume with the same precision and data, from ex_ckpt, with a model and optimizer built by fresh()":
         "提示：损失与不中断的运行不同：从 ex_ckpt 恢复，用相同的精度和数据，模型和优化器都由 fresh() 构建",
-    "correct: your loop trains exactly as the recipe of section 2": "正确：你的训练循环与第 2 节的做法训练结果完全一致",
+    "correct: your loop trains exactly as the recipe of section 2": "正确：你的训练循环与第 2 节的方案训练结果完全一致",
     "correct: the scaler halved its scale on every overflow until the gradients fit in fp16":
         "正确：每次上溢 scaler 都把缩放因子减半，直到梯度能放进 fp16",
     "correct: the resumed run matches one that never crashed, bit for bit": "正确：恢复后的运行与从未崩溃的运行逐位一致",
     "GradScaler cannot unscale fp16 gradients: the weights must stay fp32 (autocast runs the layers in fp16)":
-        "GradScaler 无法对 fp16 梯度做 unscale：权重必须保持 fp32（由 autocast 以 fp16 运行各层）",
+        "GradScaler 无法对 fp16 梯度做反缩放：权重必须保持 fp32（由 autocast 以 fp16 运行各层）",
     "run your loop on ex_batches yourself and read where it fails": "自己在 ex_batches 上运行你的循环，看它在哪里出错",
     "your loop raised {kind}: {err}. Hint: {hint}": "你的循环抛出了 {kind}：{err}。提示：{hint}",
     # lesson 03
@@ -175,7 +175,7 @@ ZH: dict[str, str] = {
     "no ResNet-50 kernel times on this machine (no GPU and no reference): nothing to check":
         "本机没有 ResNet-50 的核函数时间（没有 GPU，也没有参考结果）：无可检查",
     "Hint: that is the images/s ratio: on a host-bound step images/s shows only part of the kernels' gain; use gpu_kernel_ms":
-        "提示：这是 images/s 的比值：训练步主机端受限时，images/s 只体现核函数提速的一部分；请用 gpu_kernel_ms",
+        "提示：这是 images/s 的比值：训练步主机端受限时，images/s 只体现核函数加速的一部分；请用 gpu_kernel_ms",
     "correct: the layout and the kernel-time evidence for it": "正确：布局选对了，核函数时间也支持它",
     "{sm} has TF32 (Ampere and newer), so the FP32 model runs TF32 there: multiples of 4":
         "{sm} 支持 TF32（Ampere 及更新的架构），所以 FP32 模型在那里以 TF32 运行：4 的倍数",
@@ -248,7 +248,7 @@ ZH: dict[str, str] = {
     "eager only: torch.compile costs a compile per model and shape, which the colleague did not ask for":
         "只选 eager：torch.compile 对每种模型和形状都要编译一次，而同事并没有要求这样做",
     "choice: one configuration name from the run's comparison rows that ran eagerly (not the article's loop)":
-        "choice：从这次运行中以 eager 方式运行的对比行里选一个配置名（不含文章中的训练循环）",
+        "choice：从这次运行中以 eager 方式运行的对比行里选一个配置名（不含原文的训练循环）",
     "measure, do not follow the guide: compare bf16_cl's images/s with every other eager row":
         "要靠测量，不要照搬指南：把 bf16_cl 的 images/s 与其他每个 eager 行比较",
     "compare every eager row, not only the two precisions: the layout and the optimizer change images/s too":
@@ -269,9 +269,9 @@ ZH: dict[str, str] = {
         "ratio_median：在每一轮内用 num 除以 den，再取这些比值的中位数（不是平均值）",
     "this run has no {name} row: use the lesson's `evidence`": "这次运行没有 {name} 行：请用本课的 `evidence`",
     "the compiled recipe is not faster per step here: it never breaks even (break_even_steps = math.inf)":
-        "在这里编译版的做法每步并不更快：永远回不了本（break_even_steps = math.inf）",
+        "在这里编译版方案每步并不更快：永远回不了本（break_even_steps = math.inf）",
     "break_even_steps: (compiled first step s - recipe first step s) / (seconds a step saves), with a step's seconds = batch / images per second; both first steps count":
-        "break_even_steps：（编译版首步秒数 - 推荐做法首步秒数）/（每步节省的秒数），其中一步的秒数 = 批处理大小 / 每秒图像数；两个首步都要算",
+        "break_even_steps：（编译版首步秒数 - 推荐方案首步秒数）/（每步节省的秒数），其中一步的秒数 = 批处理大小 / 每秒图像数；两个首步都要算",
     # lesson 07
     "return a tensor shaped like v: (tokens, d)": "返回与 v 形状相同的张量：(tokens, d)",
     "return the inputs' dtype ({want}), not {got}: cast back at the end": "返回输入的 dtype（{want}），而不是 {got}：最后再转换回来",
@@ -351,7 +351,7 @@ ZH: dict[str, str] = {
     "scale = 448 / (the row's largest |value|): the quantisation scale, not its inverse":
         "scale = 448 /（该行最大的 |value|）：是量化缩放因子本身，不是它的倒数",
     "cast the scaled values to torch.float8_e4m3fn": "把缩放后的值转换为 torch.float8_e4m3fn",
-    "data = (x * scale) clamped to ±448, then cast": "data = (x * scale) 截断到 ±448，再转换类型",
+    "data = (x * scale) clamped to ±448, then cast": "data = (x * scale) 钳位到 ±448，再转换类型",
     "choice is the string 'fp8' or 'bf16'": "choice 是字符串 'fp8' 或 'bf16'",
     "no per-layer table here: run section 3a first": "这里没有逐层的表：先运行 3a 节",
     "the table has no row for width {width}: pick a width it measured": "表中没有宽度 {width} 的行：选一个测过的宽度",
@@ -370,7 +370,7 @@ ZH: dict[str, str] = {
     "the product is far off: the scales torch._scaled_mm takes are the inverses 1/scale":
         "乘积相差很远：torch._scaled_mm 接收的缩放因子是倒数 1/scale",
     "quantise both operands tensorwise to E4M3 with scale 448/amax, clamped to ±448":
-        "两个操作数都按整个张量量化为 E4M3，缩放因子为 448/amax，并截断到 ±448",
+        "两个操作数都按整个张量量化为 E4M3，缩放因子为 448/amax，并钳位到 ±448",
     "my_rowwise raised {kind} ({err}): one scale per row must broadcast against x, so take amax over dim=1 with keepdim=True: shape (rows, 1)":
         "my_rowwise 抛出了 {kind}（{err}）：每行一个缩放因子，要能与 x 广播，所以在 dim=1 上取 amax 并设 keepdim=True：形状 (rows, 1)",
     "torch._scaled_mm refused it ({err}): b must be column-major (b.t().contiguous()...t()) and the scales float32 tensors":
@@ -381,13 +381,13 @@ ZH: dict[str, str] = {
     "choice is one of 'fp32', 'fp16', 'bf16'": "choice 取 'fp32'、'fp16'、'bf16' 之一",
     "FP32 gradients put twice the bytes on a link that is already the bottleneck": "FP32 梯度会让本来就是瓶颈的链路多传一倍的字节",
     "BF16 training has no loss scale: FP16 on the wire flushes small gradients to zero (exercise 3) and can overflow large ones; BF16 keeps FP32's range":
-        "BF16 训练没有损失缩放：以 FP16 通信会把小梯度冲刷为零（练习 3），大梯度还可能上溢；BF16 保留了 FP32 的动态范围",
+        "BF16 训练没有损失缩放：以 FP16 通信会让小梯度下溢为零（练习 3），大梯度还可能上溢；BF16 保留了 FP32 的动态范围",
     "grad_seconds is a number of seconds": "grad_seconds 是一个秒数",
     "10 GbE carries 10 Gbit/s: divide by its bytes per second, an eighth of that":
         "10 GbE 每秒传 10 Gbit：要除以它每秒的字节数，也就是它的八分之一",
     "a BF16 gradient is 2 bytes on the wire, not 4": "BF16 梯度在链路上占 2 个字节，不是 4 个",
     "grad_seconds: section 8's ring all-reduce time for two ranks, with your dtype's bytes per parameter":
-        "grad_seconds：用第 8 节的环形 all-reduce 时间，两个 rank，按你所选数据类型每个参数的字节数计算",
+        "grad_seconds：用第 8 节的环形 all-reduce 时间，两个 rank，按你所选 dtype 每个参数的字节数计算",
     "cast g_ex to float16, then divide by 8, and count the zeros": "先把 g_ex 转换为 float16，再除以 8，然后数零的个数",
     "multiply by the scale 2**16 before the cast": "转换之前先乘以缩放因子 2**16",
     "use_fsdp is True or False": "use_fsdp 是 True 或 False",
@@ -397,7 +397,7 @@ ZH: dict[str, str] = {
         "gib_per_gpu：用第 7 节实测的每参数占用字节数（你所选方案的），按 13 亿参数计算，单位 GiB（2**30 字节）",
     "each entry of half_grads is the gradient of one half's mean loss": "half_grads 的每一项是其中一半数据平均损失的梯度",
     "(this torch build cannot run bf16_compress_hook; on a CUDA build it can)":
-        "（这个 torch 版本不能运行 bf16_compress_hook；CUDA 版本可以）",
+        "（这个 torch 不是以 CUDA 构建的，不能运行 bf16_compress_hook；以 CUDA 构建的 torch 可以）",
     "{name} is a fraction between 0 and 1": "{name} 是 0 到 1 之间的比例",
     # -- the doctor (fp16lab/course/env.py): the words OK/WARN/FAIL stay ---------------------------------------
     "check": "检查项",
@@ -499,25 +499,27 @@ ZH: dict[str, str] = {
         "cuda:{index} 正被共享（{who}）。GPU 在多个进程之间分时运行：你测得的速度会比这张卡本身的低，波动也更大；某课的速度检查可能因为别人的任务而失败，而不是因为你的代码。请在 GPU 空闲时重新运行测速的小节，或者阅读已存的参考输出；数值和显存检查不受影响。",
     # -- banners: the mode, the committed GPU reference, the stored outputs -------------------------------------
     "{title} ({reason}): {meaning}": "{title}（{reason}）：{meaning}",
+    " ({reason})": "（{reason}）",
     "QUICK MODE": "快速模式",
     "FULL MODE": "完整模式",
     "FULL-SMOKE MODE": "完整模式（冒烟运行）",
     "sizes are shrunk so every lesson runs in minutes on a laptop CPU. Numbers measured in this mode are not FP16 speed-ups; the GPU reference outputs show those.":
         "问题规模已缩小，每课在笔记本电脑的 CPU 上几分钟就能跑完。这个模式下测得的数字不代表 FP16 的加速效果；加速效果请看 GPU 参考输出。",
     "full problem sizes and code paths, fewer steps and repeats (profile smoke run).":
-        "完整的问题规模和代码路径，但步数和重复次数更少（硬件配置的冒烟运行）。",
+        "完整的问题规模和代码路径，但步数和重复次数更少（硬件配置档的冒烟运行）。",
     "full problem sizes.": "完整的问题规模。",
     "NO GPU REFERENCE YET: results/{name}.json has not been recorded on a GPU, so this section has nothing to show on this machine. It needs a CUDA GPU: run the lesson on one (full mode) to measure it.":
         "尚无 GPU 参考结果：results/{name}.json 还没有在 GPU 上记录，所以本节在这台机器上没有内容可显示。它需要 CUDA GPU：在有 GPU 的机器上（完整模式）运行本课来测量。",
     " (Recorded references with similar names: {found}: a typo?)": "（已记录的参考结果中有名称相近的：{found}：是不是拼错了？）",
     "COMMITTED GPU REFERENCE {name}.json: {device} ({capability}{sms}), torch {torch}, CUDA {cuda}, cuDNN {cudnn}, {date}, {mode} mode. Not measured on this machine.":
-        "已提交的 GPU 参考结果 {name}.json：{device}（{capability}{sms}），torch {torch}，CUDA {cuda}，cuDNN {cudnn}，{date}，{mode} 模式。不是在本机上测得的。",
+        "已提交的 GPU 参考结果 {name}.json：{device}（{capability}{sms}），torch {torch}，CUDA {cuda}，cuDNN {cudnn}，{date}，{mode}。不是在本机上测得的。",
+    ", {n} SMs": "，{n} 个 SM",
     "WARNING: results/{name}.json was not measured on a CUDA GPU (device_type {device_type!r}): it is a stand-in, not a reference. Re-record it on a GPU with `python -m fp16lab.course.outputs run --reference <lesson>`.":
         "警告：results/{name}.json 不是在 CUDA GPU 上测得的（device_type {device_type!r}）：它只是替代品，不是参考结果。请在 GPU 上用 `python -m fp16lab.course.outputs run --reference <lesson>` 重新记录。",
-    "{device} ({mode} mode)": "{device}（{mode} 模式）",
     "**Stored outputs from {where}**{detail}, **not from your computer.**":
-        "**已存输出来自 {where}**{detail}，**不是在你的电脑上得到的。**",
-    "Stored outputs: made on {where}{detail}, not on your computer.": "已存输出：在 {where}{detail} 上得到，不是在你的电脑上。",
+        "**已存输出：来自英文版课程在 {where}{detail}上的运行，不是在你的电脑上得到的**（两种语言的代码完全相同）。",
+    "Stored outputs: made on {where}{detail}, not on your computer.":
+        "已存输出：来自英文版课程在 {where}{detail}上的运行，不是在你的电脑上得到的（两种语言的代码完全相同）。",
     "This is your copy: run it (Run > Run All Cells) and these outputs become yours. The reference stays unchanged in notebooks/.":
         "这是你的副本：运行它（运行 > 运行所有单元格），这些输出就成了你自己的。参考版保持不变，在 notebooks/zh/ 中。",
     "This is your copy: run it (*Run → Run All Cells*) and these outputs become yours. The reference stays unchanged in `notebooks/`.":
@@ -526,9 +528,50 @@ ZH: dict[str, str] = {
         "这是只读的参考版：要运行它，请打开 notebooks/work/zh/ 中你的副本（`make lab LAB_LANG=zh` 或 `python -m fp16lab lab --lang zh` 会创建它）。",
     "This is the read-only reference: to run it, open your copy in `notebooks/work/` (`make lab` or `python -m fp16lab lab` makes it).":
         "这是只读的参考版：要运行它，请打开 `notebooks/work/zh/` 中你的副本（`make lab LAB_LANG=zh` 或 `python -m fp16lab lab --lang zh` 会创建它）。",
+    # -- the "On your card" box (fp16lab/course/card.py) ------------------------------------------------------
+    "On your card": "在你的显卡上",
+    "On this machine (no CUDA GPU)": "在这台机器上（没有 CUDA GPU）",
+    "none: the lessons run in quick mode (small sizes, few steps) on this device":
+        "无：课程在这台设备上以快速模式运行（规模小、步数少）",
+    "speed claims": "速度结论",
+    "not measured here: the lessons show the committed GPU reference results, labelled with the GPU that made them, and assert no speed":
+        "不在这里测量：课程展示已提交的 GPU 参考结果，并注明测量所用的 GPU，不对速度做断言",
+    "FP16 / BF16 here": "这里的 FP16 / BF16",
+    "CPUs have no Tensor Cores; many convert FP16 to FP32 and back, so FP16 can be slower than FP32: numerics are the same, speed is not":
+        "CPU 没有 Tensor Core；许多 CPU 会把 FP16 转成 FP32 计算再转回来，所以 FP16 可能比 FP32 还慢：数值特性相同，速度则不同",
+    "autocast here": "这里的 autocast",
+    "CPU autocast uses BF16 and has its own op lists (section 5b)": "CPU 上的 autocast 使用 BF16，算子列表也与 CUDA 不同（第 5b 节）",
+    "GeForce parts usually run it at twice the FP32-accumulate rate": "GeForce 显卡通常以 FP32 累加速率的两倍运行它",
+    "data-center parts run it at the FP32-accumulate rate": "数据中心 GPU 运行它的速率与 FP32 累加相同",
+    "no cited peak for this chip in fp16lab.hardware.PEAK_TFLOPS; {kind}: measure it (section 6)":
+        "fp16lab.hardware.PEAK_TFLOPS 中没有这块芯片的引用峰值；{kind}：请实测（第 6 节）",
+    "(cited, {source}: {fp16:g} vs {acc16:g} TFLOP/s)": "（引用：{source}，{fp16:g} 对 {acc16:g} TFLOP/s）",
+    "raises the FP16 Tensor Core peak {gain:.0f}x {cited}, at an accuracy cost (lesson 03): worth trying for inference and for matmul-bound layers":
+        "把 FP16 Tensor Core 的峰值提高到 {gain:.0f} 倍{cited}，代价是精度（第 03 课）：推理和以矩阵乘法为主的层值得一试",
+    "same peak as FP32 accumulation {cited}: no speed to gain, keep FP32 accumulation":
+        "峰值与 FP32 累加相同{cited}：不会更快，保持 FP32 累加即可",
+    "card": "显卡",
+    "{name} ({sm}, {gib:.0f} GiB)": "{name}（{sm}，{gib:.0f} GiB）",
+    "{profile}: memory and code path of this card; every speed printed is the real {real}'s, so speed ratios are reported, not asserted":
+        "{profile}：采用这张卡的显存和代码路径；打印出的速度都是实际运行的 {real} 的速度，所以速度比值只报告、不做断言",
+    "FP16 Tensor Cores": "FP16 Tensor Core",
+    "yes: FP16 autocast runs matmuls and convolutions on them (sm_70+)": "有：FP16 autocast 在 Tensor Core 上运行矩阵乘法和卷积（sm_70+）",
+    "no (before Volta, or a GTX 16xx): FP16 saves memory here, not time; stay in FP32 for speed":
+        "没有（Volta 之前的架构，或 GTX 16xx）：FP16 在这里只省显存、不省时间；要速度就留在 FP32",
+    "native BF16": "原生 BF16",
+    "yes (sm_80+): BF16 autocast needs no GradScaler": "有（sm_80+）：BF16 autocast 不需要 GradScaler",
+    "no (needs sm_80+): torch may still accept BF16 through slow emulation; train in FP16 with a GradScaler":
+        "没有（需要 sm_80+）：torch 也许仍然接受 BF16，但那是很慢的模拟；请用 FP16 加 GradScaler 训练",
+    "yes: cuDNN convolutions use it by default, matmuls do not (section 4); say which 'FP32' you measure":
+        "有：cuDNN 卷积默认使用它，矩阵乘法默认不用（第 4 节）；要说清楚你测的是哪一种“FP32”",
+    "no (needs sm_80+): FP32 here is true FP32": "没有（需要 sm_80+）：这里的 FP32 就是真正的 FP32",
+    "yes (sm_89+): lesson 09 trains with it here": "有（sm_89+）：第 09 课会在这里用它训练",
+    "no (needs sm_89+): lesson 09 shows its committed reference results": "没有（需要 sm_89+）：第 09 课展示已提交的参考结果",
+    "FP16 accumulation": "FP16 累加",
     # -- the lab (fp16lab/course/lab.py): a reference lesson's tab label ------------------------------------------
     "reference · ": "参考版 · ",
     "exercises · ": "练习版 · ",
+    "read-only reference": "只读参考版",
     "your workspace: {folder}": "你的工作区：{folder}",
     "  new copies: {names}": "  新副本：{names}",
     "  kept as they are (your work): {n} file(s)": "  保持原样（你的成果）：{n} 个文件",

@@ -97,6 +97,18 @@ REFERENCE_TAB_CSS = """/* fp16lab: the tab of a reference lesson (outside work/)
   font-weight: 600;
 }}
 """
+# JupyterLab (4.5 and 4.6 alike) builds the read-only badge of a document's toolbar without its translator, so
+# the badge reads "notebook is read-only" whatever the language pack; in another language, ours says it instead
+# (its tooltip, a title attribute, stays English).
+READ_ONLY_BADGE_CSS = """/* fp16lab: the read-only badge of a reference lesson, in the lab's language */
+.jp-Toolbar-item[data-jp-item-name="read-only-indicator"] .jp-ToolbarLabelComponent {{
+  font-size: 0;
+}}
+.jp-Toolbar-item[data-jp-item-name="read-only-indicator"] .jp-ToolbarLabelComponent::after {{
+  content: "{badge}";
+  font-size: var(--jp-ui-font-size1);
+}}
+"""
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -145,9 +157,11 @@ def write_lab_settings(folder: "str | Path", *, lang: str = "en") -> Path:
     def css_text(label: str) -> str:
         return label.replace("\\", "\\\\").replace('"', '\\"')
 
-    _write(target / CUSTOM_DIR / "custom.css",
-           REFERENCE_TAB_CSS.format(label=css_text(tr("reference · ", lang=lang)),
-                                    student=css_text(tr("exercises · ", lang=lang))))
+    css = REFERENCE_TAB_CSS.format(label=css_text(tr("reference · ", lang=lang)),
+                                   student=css_text(tr("exercises · ", lang=lang)))
+    if lang != "en":
+        css += READ_ONLY_BADGE_CSS.format(badge=css_text(tr("read-only reference", lang=lang)))
+    _write(target / CUSTOM_DIR / "custom.css", css)
     return target
 
 

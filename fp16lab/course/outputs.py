@@ -122,14 +122,23 @@ def _note_args(meta: object, copy: object, lang: object) -> tuple[dict[str, Any]
 
 
 def _note_text(meta: dict[str, Any], copy: bool, lang: str) -> tuple[str, str]:
-    where = meta.get("outputs_from") or tr("{device} ({mode} mode)", lang=lang, device=meta.get("device"),
-                                           mode=meta.get("mode"))
-    detail = ", ".join(str(x) for x in (f"torch {meta['torch']}" if meta.get("torch") else None,
-                                          meta.get("date")) if x)
+    if lang == "en":
+        where = meta.get("outputs_from") or f"{meta.get('device')} ({meta.get('mode')} mode)"
+        details = [f"torch {meta['torch']}" if meta.get("torch") else None, meta.get("date")]
+        sep, wrap, wrap_plain = ", ", " ({})", ", {}"
+    else:  # the mode joins torch and the date inside one pair of brackets: NVIDIA H200（完整模式，torch …，日期）
+        modes = {"quick": tr("quick", lang=lang), "full": tr("full", lang=lang),
+                 "full-smoke": tr("full, fewer steps (smoke)", lang=lang)}
+        where = str(meta.get("device") or meta.get("outputs_from"))
+        details = [modes.get(str(meta.get("mode")), meta.get("mode")),
+                   f"torch {meta['torch']}" if meta.get("torch") else None, meta.get("date")]
+        sep, wrap, wrap_plain = "，", "（{}）", "（{}）"
+    detail = sep.join(str(x) for x in details if x)
+    none = " " if lang == "zh" else ""  # 在 CPU 上: a space between Latin and Chinese when no bracket follows
     head_md = tr("**Stored outputs from {where}**{detail}, **not from your computer.**", lang=lang, where=where,
-                 detail=f" ({detail})" if detail else "")
+                 detail=wrap.format(detail) if detail else none)
     head = tr("Stored outputs: made on {where}{detail}, not on your computer.", lang=lang, where=where,
-              detail=f", {detail}" if detail else "")
+              detail=wrap_plain.format(detail) if detail else none)
     if copy:
         tail = tr("This is your copy: run it (Run > Run All Cells) and these outputs become yours. The reference "
                   "stays unchanged in notebooks/.", lang=lang)
@@ -140,7 +149,8 @@ def _note_text(meta: dict[str, Any], copy: bool, lang: str) -> tuple[str, str]:
                   "or `python -m fp16lab lab` makes it).", lang=lang)
         tail_md = tr("This is the read-only reference: to run it, open your copy in `notebooks/work/` "
                      "(`make lab` or `python -m fp16lab lab` makes it).", lang=lang)
-    return f"{head_md} {tail_md}", f"{head} {tail}"
+    space = "" if lang == "zh" else " "  # Chinese sentences follow each other without a space
+    return f"{head_md}{space}{tail_md}", f"{head}{space}{tail}"
 
 
 def reference_note(meta: dict[str, Any], *, copy: bool = False, lang: str = "en") -> Any:

@@ -13,7 +13,8 @@ A cell whose English changed after its translation is *stale*: its digest no lon
 has a translation file: the English code cells as they are (source, outputs, metadata; so the code
 digest, the stored outputs and the portability rows are shared), each markdown cell in Chinese where
 its translation is fresh, else in English (and reported), relative links rewritten for
-``notebooks/zh/``, and first among the outputs a line in Chinese saying where they were measured.
+``notebooks/zh/``, and first among the outputs, in place of the English reference note, the same note in
+Chinese (:func:`zh_note`: outputs of the English run on the reference machine; your copy is in notebooks/work/zh/).
 It also makes the student copies ``notebooks/zh/student/`` with :mod:`fp16lab.course.student`.
 ``translations check`` lists every stale or missing cell and every Chinese notebook that is not what
 ``write`` makes; ``translations skeleton NN`` starts (or refreshes) a lesson's translation file.
@@ -37,7 +38,7 @@ from fp16lab.course import paths as _paths
 __all__ = [
     "Entry", "Gap", "HEADER", "META_KEY", "NOTE_PREFIX", "digest", "parse", "render", "markdown_cells",
     "skeleton", "zh_target", "rewrite_links", "zh_note", "is_zh_note", "zh_lesson", "zh_student_copy",
-    "generate", "write_zh", "check_zh", "add_parser",
+    "generate", "write_zh", "check_zh", "add_parser", "ZH_PROMPT_COMMENT", "ZH_CHECK_NOTE",
 ]
 
 HEADER = re.compile(r"^<!-- cell (?P<id>[A-Za-z0-9_-]+) en:(?P<digest>[0-9a-f]{12}) -->$")
@@ -45,8 +46,7 @@ _TITLE = "<!-- fp16lab translation of notebooks/{name} into Chinese (zh). One bl
 ZH = "zh"  # notebooks/zh/: the Chinese lessons, translations/ and student/
 META_KEY = "fp16lab_zh"  # notebook metadata: this is the Chinese edition, made from the English
 MADE_BY = "python -m fp16lab translations write"
-NOTE_PREFIX = "以下输出来自"  # how the first output of a Chinese lesson starts
-_MODES = {"full": "完整模式", "quick": "快速模式"}  # the glossary's terms
+NOTE_PREFIX = "已存输出："  # how the first output of a Chinese lesson starts (its reference note, in Chinese)
 # Repository files that have a Chinese counterpart (paths from the root): a link to one goes there.
 COUNTERPARTS = {"notebooks/README.md": "notebooks/zh/README.md", "README.md": "README.zh-CN.md"}
 _LESSON_FILE = re.compile(r"^notebooks/(?:student/)?\d\d_[^/]*\.ipynb$")  # the zh edition has each one beside it
@@ -55,7 +55,7 @@ _LINK = re.compile(r"""(?P<head>\]\(\s*|\b(?:href|src)\s*=\s*["']|^ {0,3}\[[^\]\
 _EXTERNAL = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*:|[#/])")  # a URL, mailto:, an anchor, an absolute path
 _STUDENT_BANNER = (
     "> **学生版**：课程 [`{name}`](../{name}) 的练习版，由 `" + MADE_BY + "` 生成（请勿直接编辑："
-    "修改英文课程或译文后重新生成）。本课共有 {n} 个练习：把每处 `None  # your code here` 换成你的答案，"
+    "修改英文课程或译文后重新生成）。本课共有 {n} 个练习：把每处 `None  # 在这里写你的答案` 换成你的答案，"
     "再运行它下方的检查单元格；答案正确之前，检查会抛出 `AssertionError` 并给出提示。*运行 → 运行所有单元格*"
     " 会运行整节课，并停在第一个还没作答的检查处；通过之后，用 *运行 → 运行选中的单元格及以下所有* 继续。"
     "参考答案在课程本身里：`notebooks/zh/{name}`。"
@@ -217,22 +217,25 @@ def rewrite_links(text: str) -> str:
 
 
 def zh_note(meta: dict[str, Any]) -> str:
-    """Where a lesson's stored outputs were measured, in Chinese: the first thing a reader of notebooks/zh/ sees."""
+    """Where a Chinese lesson's stored outputs were measured, in Chinese (plain text): the first thing its reader sees.
+
+    The note of :func:`fp16lab.course.outputs.note_text` in Chinese, for the read-only reference: the outputs
+    come from the English lesson's run (same code), and the learner's own copy is in notebooks/work/zh/.
+    """
     checks.instance("meta", meta, dict, "a lesson's run metadata (its metadata['fp16lab'], a dict)")
-    where = str(meta.get("device") or meta.get("outputs_from") or "参考机器")
-    detail = "，".join(x for x in (_MODES.get(str(meta.get("mode")), ""),
-                                  f"torch {meta['torch']}" if meta.get("torch") else "",
-                                  str(meta.get("date") or "")) if x)
-    return (f"{NOTE_PREFIX} {where}{f'（{detail}）' if detail else ''}，并非在你的电脑上运行所得。"
-            "代码与英文版完全相同，输出也直接取自英文版；运行本课后，这里显示的就是你自己的输出。\n")
+    from fp16lab.course.outputs import note_text
+
+    return note_text(meta, lang=ZH)[1]
 
 
 def is_zh_note(output: dict[str, Any]) -> bool:
-    """True for the Chinese "where measured" line that :func:`zh_lesson` puts first (a stream output)."""
+    """True for the Chinese reference note that :func:`zh_lesson` puts first (in place of the English one)."""
     checks.instance("output", output, dict, "a notebook output (a dict)")
-    text = output.get("text", "")
+    from fp16lab.course.outputs import is_reference_note
+
+    text = output.get("data", {}).get("text/plain", "")
     text = text if isinstance(text, str) else "".join(text)
-    return output.get("output_type") == "stream" and text.startswith(NOTE_PREFIX)
+    return is_reference_note(output) and text.startswith(NOTE_PREFIX)
 
 
 def _source(cell: Any) -> str:
@@ -253,16 +256,15 @@ def _by_id(entries: Sequence[Entry]) -> dict[str, Entry]:
 def zh_lesson(nb: Any, entries: Sequence[Entry], *, name: str = "lesson.ipynb") -> tuple[Any, list[Gap]]:
     """The Chinese edition of English lesson ``nb`` (``nb`` unchanged) and the cells left in English.
 
-    Code cells are copied as they are; the first one's outputs start with :func:`zh_note` (when the
-    lesson has its run stamp). Each markdown cell takes its fresh translation, else keeps the English;
+    Code cells are copied as they are, except that the first one's reference note is in Chinese
+    (:func:`zh_note`, when the lesson has its run stamp). Each markdown cell takes its fresh translation,
+    else keeps the English;
     either way its relative links are rewritten for notebooks/zh/. ``name``: the lesson's file name.
     """
     checks.notebook("nb", nb)
     by_id = _by_id(entries)
     checks.text("name", name)
-    import nbformat
-
-    from fp16lab.course.outputs import KEY
+    from fp16lab.course.outputs import KEY, is_reference_note, reference_note
 
     stem, out, gaps = Path(name).stem, copy.deepcopy(nb), []
     markdown = [c for c in out.cells if c.cell_type == "markdown"]
@@ -276,9 +278,9 @@ def zh_lesson(nb: Any, entries: Sequence[Entry], *, name: str = "lesson.ipynb") 
     gaps += [Gap(stem, cid, "orphan", "") for cid in by_id if cid not in known]
     first = next((c for c in out.cells if c.cell_type == "code"), None)
     stamp = nb.metadata.get(KEY)
-    if first is not None and isinstance(stamp, dict) and stamp:
-        note = nbformat.v4.new_output("stream", name="stdout", text=zh_note(dict(stamp)))
-        first.outputs = [note, *first.outputs]
+    if first is not None and isinstance(stamp, dict) and stamp:  # one note, in Chinese, in place of the English one
+        note = reference_note(dict(stamp), lang=ZH)
+        first.outputs = [note, *(o for o in first.outputs if not is_reference_note(o))]
     out.metadata[META_KEY] = {
         "edition": "zh-CN", "generated_from": f"notebooks/{name}", "made_by": MADE_BY,
         "markdown_cells": len(markdown), "translated": len(markdown) - sum(g.why != "orphan" for g in gaps),
@@ -286,8 +288,22 @@ def zh_lesson(nb: Any, entries: Sequence[Entry], *, name: str = "lesson.ipynb") 
     return out, gaps
 
 
+# The two comments the student-copy generator adds (fp16lab.course.student), in Chinese. They are the generator's
+# words, not the lesson's: the code under them stays the English lesson's, byte for byte.
+ZH_PROMPT_COMMENT = "  # 在这里写你的答案"
+ZH_CHECK_NOTE = (
+    "# NBVAL_RAISES_EXCEPTION\n"
+    "# 检查：在你把上面的 None 换成答案之前，这里会抛出 AssertionError 并给出提示。\n"
+    "# 在那之前，“运行所有单元格”会停在这里；通过之后，用“运行 → 运行选中的单元格及以下所有”继续。\n"
+)
+
+
 def zh_student_copy(nb: Any, *, name: str = "lesson.ipynb") -> Any:
-    """The student copy of Chinese lesson ``nb``: :func:`~fp16lab.course.student.make_student_copy`, banner in Chinese."""
+    """The student copy of Chinese lesson ``nb``: :func:`~fp16lab.course.student.make_student_copy`, its words in Chinese.
+
+    The banner, each prompt's ``# your code here`` and each check cell's heading comment (after
+    ``# NBVAL_RAISES_EXCEPTION``, which stays) are Chinese; every line of the lesson's code is as it is.
+    """
     checks.notebook("nb", nb)
     checks.text("name", name)
     from fp16lab.course import student
@@ -295,6 +311,14 @@ def zh_student_copy(nb: Any, *, name: str = "lesson.ipynb") -> Any:
     out = student.make_student_copy(nb, name=name)
     info = out.metadata[student.META_KEY]
     out.cells[0].source = _STUDENT_BANNER.format(name=name, n=info["exercises"])  # the banner make_student_copy adds
+    english_prompt = student.prompt_source(["x"]).removeprefix("x = None")  # "  # your code here"
+    for cell in out.cells:
+        tags, src = student.cell_tags(cell), student.cell_source(cell)
+        if student.PROMPT_TAG in tags:
+            cell.source = "\n".join(line.removesuffix(english_prompt) + ZH_PROMPT_COMMENT
+                                    if line.endswith(english_prompt) else line for line in src.split("\n"))
+        elif student.CHECK_TAG in tags and src.startswith(student.CHECK_NOTE):
+            cell.source = ZH_CHECK_NOTE + src.removeprefix(student.CHECK_NOTE)
     info["made_by"] = MADE_BY
     return out
 

@@ -54,6 +54,17 @@ class Mode:
         return tr("full problem sizes.")
 
     @property
+    def reason_text(self) -> str:
+        """Why this mode, in the learner's language (``reason`` itself stays English: it is data)."""
+        if self.reason == "no CUDA GPU":
+            return tr("no CUDA GPU")
+        if self.reason == "CI is set":
+            return tr("CI is set")
+        if self.reason.startswith("CUDA GPU: "):
+            return tr("CUDA GPU: {label}", label=self.reason.removeprefix("CUDA GPU: "))
+        return self.reason  # FP16LAB_QUICK=1: the setting itself
+
+    @property
     def title(self) -> str:
         """The banner's title: QUICK MODE, FULL MODE or FULL-SMOKE MODE (translated)."""
         if self.quick:
@@ -61,7 +72,7 @@ class Mode:
         return tr("FULL-SMOKE MODE") if self.smoke else tr("FULL MODE")
 
     def __str__(self) -> str:
-        return tr("{title} ({reason}): {meaning}", title=self.title, reason=self.reason, meaning=self.meaning)
+        return tr("{title} ({reason}): {meaning}", title=self.title, reason=self.reason_text, meaning=self.meaning)
 
     def _repr_html_(self) -> str:
         import html
@@ -69,7 +80,8 @@ class Mode:
         colour = "#b35900" if self.quick else "#1a7f37"
         return (
             f'<div style="border-left:4px solid {colour};padding:4px 8px">'
-            f"<b>{html.escape(self.title)}</b> ({html.escape(self.reason)}) &mdash; {html.escape(self.meaning)}</div>"
+            f"<b>{html.escape(self.title)}</b>{html.escape(tr(' ({reason})', reason=self.reason_text))} &mdash; "
+            f"{html.escape(self.meaning)}</div>"
         )
 
     def __repr__(self) -> str:

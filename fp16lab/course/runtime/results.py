@@ -231,11 +231,12 @@ def load_reference(name: str) -> "tuple[pd.DataFrame, dict[str, Any]] | tuple[No
                  "one (full mode) to measure it.", name=name) + _similar_names(name))
         return None, None
     frame, meta = load_results(path)
-    sms = f", {meta['sm_count']} SMs" if meta.get("sm_count") else ""
+    sms = tr(", {n} SMs", n=meta["sm_count"]) if meta.get("sm_count") else ""
+    mode = {"quick": tr("quick"), "full": tr("full")}.get(str(meta.get("mode")), meta.get("mode"))  # zh: 完整模式
     print(tr("COMMITTED GPU REFERENCE {name}.json: {device} ({capability}{sms}), torch {torch}, CUDA {cuda}, "
              "cuDNN {cudnn}, {date}, {mode} mode. Not measured on this machine.", name=name,
              device=meta.get("device"), capability=meta.get("capability"), sms=sms, torch=meta.get("torch"),
-             cuda=meta.get("cuda"), cudnn=meta.get("cudnn"), date=meta.get("date"), mode=meta.get("mode")))
+             cuda=meta.get("cuda"), cudnn=meta.get("cudnn"), date=meta.get("date"), mode=mode))
     if meta.get("device_type") != "cuda":
         print(tr("WARNING: results/{name}.json was not measured on a CUDA GPU (device_type {device_type!r}): it "
                  "is a stand-in, not a reference. Re-record it on a GPU with "
