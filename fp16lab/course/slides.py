@@ -56,7 +56,6 @@ def _figure(cell: Any) -> Any | None:
 
 def talk_track(lesson: "str | Path", *, lang: str = "en") -> Any:
     """The talk-track notebook of ``lesson`` (an English lesson path; ``lang="zh"`` reads its Chinese edition)."""
-    import nbformat
     from nbformat.v4 import new_markdown_cell, new_notebook
 
     from fp16lab.course.plans import PLANS, section_headings
