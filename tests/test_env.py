@@ -282,6 +282,36 @@ def test_a_torchvision_whose_operators_fail_warns(monkeypatch, fake_gpu):
     assert row.status is Status.WARN and "torchvision::nms" in row.value
 
 
+TORCHVISION_OPS_ERROR = (  # what PyPI's CUDA-built torchvision 0.28.0 says beside torch 2.13.0+cpu (CI's CPU lane)
+    "Couldn't load custom C++ ops. This can happen if your PyTorch and torchvision versions are incompatible, or if "
+    "you had errors while compiling torchvision from source. For further information on the compatible versions, "
+    "check https://github.com/pytorch/vision#installation for the compatibility matrix. Please check your PyTorch "
+    "version with torch.__version__ and your torchvision version with torchvision.__version__ and verify if they are "
+    "compatible, and if not please reinstall torchvision so that it matches your PyTorch install.")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_torchvisions_long_message_is_quoted_short_in_both_languages(lang, monkeypatch, fake_gpu):
+    """torch's own words stay English, quoted and cut to their first sentence; the row around them is the reader's."""
+    import re
+
+    import torchvision.ops
+
+    monkeypatch.setenv("FP16LAB_LANG", lang)
+    fake_gpu("none")
+
+    def nms(*a, **k):
+        raise RuntimeError(TORCHVISION_OPS_ERROR)
+
+    monkeypatch.setattr(torchvision.ops, "nms", nms)
+    row = report()["torchvision works"]
+    assert row.status is Status.WARN
+    quote = "“RuntimeError: Couldn't load custom C++ ops.”" if lang == "zh" else '"RuntimeError: Couldn\'t load custom C++ ops."'
+    assert quote in row.value and "compatibility matrix" not in row.value, row.value
+    if lang == "zh":
+        assert not ENGLISH.search(re.sub(r"“[^”]*”", "", row.value)), row.value
+
+
 def test_a_working_torchvision_runs_nms_here():
     from fp16lab.course.env import torchvision_check
 

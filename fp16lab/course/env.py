@@ -445,7 +445,7 @@ def torchvision_check() -> Check:
     try:
         import torchvision.models  # noqa: F401
     except Exception as exc:  # noqa: BLE001 (ImportError, RuntimeError from operator registration, ...)
-        return Check("torchvision works", tr("{version}: `import torchvision.models` fails: {error}", version=version,
+        return Check("torchvision works", tr("{version}: `import torchvision.models` fails: \"{error}\"", version=version,
                                              error=_first_line(exc)), Status.FAIL, fix)
     try:
         from torchvision.ops import nms
@@ -455,15 +455,18 @@ def torchvision_check() -> Check:
         if kept != [0, 2]:
             raise RuntimeError(f"nms kept {kept}, expected [0, 2]")
     except Exception as exc:  # noqa: BLE001
-        return Check("torchvision works", tr("{version}: models import; its operators fail ({error})",
+        return Check("torchvision works", tr("{version}: models import; its operators fail (\"{error}\")",
                                              version=version, error=_first_line(exc)), Status.WARN,
                      tr("the lessons need only the models and transforms; for detection ops: {fix}", fix=fix))
     return Check("torchvision works", tr("{version}: models import, ops.nms runs", version=version))
 
 
 def _first_line(exc: BaseException) -> str:
+    """torch's own words, quoted by the caller: the first sentence of the first line, at most 160 characters."""
     lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}".strip()
+    first = re.split(r"(?<=[.!?])\s", lines[0], maxsplit=1)[0] if lines else ""
+    text = f"{type(exc).__name__}: {first}".strip().replace('"', "'").replace("”", "'")
+    return text if len(text) <= 160 else text[:159] + "…"
 
 
 def _driver_checks() -> list[Check]:

@@ -485,8 +485,8 @@ ZH: dict[str, str] = {
         "驱动 {driver} 最高支持 CUDA {have}，而 torch {torch} 是用 CUDA {wheel} 构建的：驱动太旧，所以 torch 看不到 GPU",
     "install the torchvision built for this torch, from the same place as torch (torch {torch} goes with torchvision {match}.x; a CPU-only torch with the one from {index}cpu): `pip install --force-reinstall torch=={plain} torchvision --index-url <the index torch came from>`":
         "从安装 torch 的同一来源安装与这个 torch 配套的 torchvision（torch {torch} 配 torchvision {match}.x；仅 CPU 的 torch 配 {index}cpu 上的版本）：`pip install --force-reinstall torch=={plain} torchvision --index-url <torch 来自的索引>`",
-    "{version}: `import torchvision.models` fails: {error}": "{version}：`import torchvision.models` 失败：{error}",
-    "{version}: models import; its operators fail ({error})": "{version}：模型可以导入；它的算子运行失败（{error}）",
+    "{version}: `import torchvision.models` fails: \"{error}\"": "{version}：`import torchvision.models` 失败：“{error}”",
+    "{version}: models import; its operators fail (\"{error}\")": "{version}：模型可以导入；它的算子运行失败（“{error}”）",
     "the lessons need only the models and transforms; for detection ops: {fix}":
         "课程只用到模型和 transforms；如果需要检测类算子：{fix}",
     "{version}: models import, ops.nms runs": "{version}：模型可以导入，ops.nms 能运行",
