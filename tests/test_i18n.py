@@ -264,7 +264,7 @@ def test_the_detector_finds_english_and_lets_code_and_quotes_pass():
     assert english_sentences("print the lesson's own words here", allowed="print the lesson's own words here") == []
 
 
-def test_the_card_box_and_the_mode_speak_chinese(zh, monkeypatch):
+def test_the_card_box_and_the_mode_speak_chinese(zh, monkeypatch, fake_gpu):
     from fp16lab.course.card import card_box
     from fp16lab.course.runtime.quick import mode
     from fp16lab.hardware import PROFILES, GPUFacts, chip_features, peak_for
@@ -280,6 +280,7 @@ def test_the_card_box_and_the_mode_speak_chinese(zh, monkeypatch):
     for box in boxes:
         assert HAN.search(box.splitlines()[0]) and not english_sentences(box), box
     assert boxes[0].startswith("在这台机器上（没有 CUDA GPU）")
+    fake_gpu("none")  # the last mode below is the one a machine without a CUDA GPU reports, on any machine
     for env in ({"FP16LAB_QUICK": "1"}, {"FP16LAB_QUICK": "", "CI": "true"}, {"FP16LAB_QUICK": "", "CI": ""}):
         for k, v in env.items():
             monkeypatch.setenv(k, v)

@@ -33,7 +33,8 @@ def _free_port() -> int:
 
 
 def _torchrun(*launcher: str) -> list[str]:
-    return [sys.executable, "-m", "torch.distributed.run", *launcher, "-m", "fp16lab.labs.multi_gpu.train"]
+    # --cpu: gloo processes on any machine (two ranks need no two GPUs; a 1-GPU machine would refuse LOCAL_RANK 1)
+    return [sys.executable, "-m", "torch.distributed.run", *launcher, "-m", "fp16lab.labs.multi_gpu.train", "--cpu"]
 
 
 Run = tuple[subprocess.Popen[bytes], float, Path]

@@ -38,6 +38,10 @@ def test_every_pin_is_exact_and_every_direct_dependency_is_pinned():
 
 def test_this_environment_runs_the_pinned_versions():
     """What the constraints pin is what these tests run on (in the CPU-only lane, less its own torch)."""
+    try:
+        md.version("fp16lab")
+    except md.PackageNotFoundError:  # a bare checkout on someone else's Python (a lent GPU with its own torch)
+        pytest.skip("fp16lab is not pip-installed here, so this is not make setup's environment the pins describe")
     cpu_lane = torch.version.cuda is None
     wrong = []
     for r in _pins():
