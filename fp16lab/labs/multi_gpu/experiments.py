@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 import fp16lab.labs.multi_gpu.tasks as tasks
-from fp16lab.checks import non_negative_int, positive_float, positive_int
+from fp16lab.checks import boolean, non_negative_int, positive_float, positive_int
 from fp16lab.labs.multi_gpu.launcher import Workers
 
 __all__ = ["rank_table", "skip_agreement", "accumulation", "task_source"]
@@ -57,15 +57,20 @@ def rank_table(workers: Workers) -> pd.DataFrame:
 
 
 def skip_agreement(workers: Workers, *, bad_rank: int = 1, batch: int = 16, width: int = 64, depth: int = 2,
-                   lr: float = 0.05, seed: int = 0) -> pd.DataFrame:
+                   lr: float = 0.05, seed: int = 0, fsdp: bool = False) -> pd.DataFrame:
     """One FP16-AMP DDP step where only ``bad_rank``'s loss is inf: one row per rank (its own
-    loss finite?, scale before/after, skipped, weights changed). Default: rank 1 goes bad."""
+    loss finite?, scale before/after, skipped, weights changed). Default: rank 1 goes bad.
+
+    ``fsdp=True``: an FP16 FSDP2 step instead, where only ``bad_rank``'s own gradient *shard* gets an inf
+    (after the reduce-scatter, so no other rank holds it); the column is then ``own_shard_finite``."""
     w = _running(workers)
+    boolean("fsdp", fsdp)
     bad = non_negative_int("bad_rank", bad_rank)
     if bad >= w.world.world_size:
         raise ValueError(f"bad_rank must be a rank of this world (0..{w.world.world_size - 1}), got {bad_rank!r}")
     m = _model(batch, width, depth, lr, seed)
-    return pd.DataFrame(w.run(tasks.task_skip_agreement, bad_rank=bad, **m.kwargs()))
+    task = tasks.task_fsdp_skip_agreement if fsdp else tasks.task_skip_agreement
+    return pd.DataFrame(w.run(task, bad_rank=bad, **m.kwargs()))
 
 
 def accumulation(

@@ -44,6 +44,7 @@ __all__ = [
     "fail_on_rank",
     "hang_on_rank",
     "task_skip_agreement",
+    "task_fsdp_skip_agreement",
     "task_accumulation",
 ]
 
@@ -111,6 +112,44 @@ def task_skip_agreement(ctx: RankContext, *, bad_rank: int, batch: int, width: i
                    device=ctx.device, loss_fn=loss_fn)
     return {"rank": ctx.rank, "own_loss_finite": math.isfinite(r.loss), "scale_before": r.scale_before,
             "scale_after": r.scale, "skipped": r.skipped, "params_changed": bool((flat(ddp.module) != before).any())}
+
+
+def _full(model: nn.Module) -> torch.Tensor:
+    """All weights of an FSDP2 model as one FP32 vector, gathered from the shards (a collective)."""
+    return torch.cat([p.full_tensor().detach().float().reshape(-1) for p in model.parameters()])  # type: ignore[attr-defined]
+
+
+def task_fsdp_skip_agreement(ctx: RankContext, *, bad_rank: int, batch: int, width: int, depth: int, lr: float,
+                             seed: int) -> dict[str, Any]:
+    """One FP16 FSDP2 step (``param_dtype=float16``, ``torch.amp.GradScaler``) in which only ``bad_rank``'s
+    own gradient shard gets an inf, after the reduce-scatter: no other rank holds that value."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    torch.manual_seed(seed)
+    model = mlp(width, depth).to(ctx.device)
+    mesh = init_device_mesh(ctx.device.type, (ctx.world_size,))
+    policy = MixedPrecisionPolicy(param_dtype=torch.float16, reduce_dtype=torch.float32)
+    for layer in model:
+        if isinstance(layer, nn.Linear):
+            fully_shard(layer, mesh=mesh, mp_policy=policy)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
+    opt, scaler = sgd(model.parameters(), lr), make_scaler("fp16", ctx.device)
+    before = _full(model)
+    x, y = global_batch(0, ctx.world_size * batch, width, seed, ctx.device)
+    loss = F.cross_entropy(model(shard(x, ctx, batch)).float(), shard(y, ctx, batch))
+    scaler.scale(loss).backward()
+    shards = [p.grad.to_local() for p in model.parameters()]  # type: ignore[union-attr]
+    if ctx.rank == bad_rank:
+        with torch.no_grad():
+            shards[0].view(-1)[0] = float("inf")  # this rank's shard only: the others never see it
+    own_finite = all(bool(torch.isfinite(g).all()) for g in shards)
+    scale_before = float(scaler.get_scale())
+    scaler.step(opt)
+    scaler.update()
+    return {"rank": ctx.rank, "own_shard_finite": own_finite, "scale_before": scale_before,
+            "scale_after": float(scaler.get_scale()), "skipped": float(scaler.get_scale()) < scale_before,
+            "params_changed": bool((_full(model) != before).any())}
 
 
 # ------------------------------------------------------- accumulation, no_sync, clip
