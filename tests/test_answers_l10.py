@@ -69,12 +69,75 @@ def test_flushed():
         l10.check_flushed(right, right, g)
 
 
-def test_fsdp_choice():
+RATIO = (1 / 2 * (2 * 2 + 4)) / (2 * 1 / 2 * 4)  # FSDP2 (two BF16 all-gathers + FP32 reduce-scatter) / DDP FP32
+
+
+def test_fsdp_choice(capsys):
     ddp, fsdp = 12.0, 6.0
-    l10.check_fsdp_choice(True, fsdp * 1.3e9 / 2**30, ddp_bytes_per_param=ddp, fsdp_bytes_per_param=fsdp)
+    kw = {"ddp_bytes_per_param": ddp, "fsdp_bytes_per_param": fsdp}
+    l10.check_fsdp_choice(True, fsdp * 1.3e9 / 2**30, RATIO, **kw)
+    assert capsys.readouterr().out == "✓ correct\n"
     with pytest.raises(AssertionError, match="compare DDP's bytes per GPU"):
-        l10.check_fsdp_choice(False, ddp * 1.3e9 / 2**30, ddp_bytes_per_param=ddp, fsdp_bytes_per_param=fsdp)
+        l10.check_fsdp_choice(False, ddp * 1.3e9 / 2**30, RATIO, **kw)
     with pytest.raises(AssertionError, match="of the setup you chose"):
-        l10.check_fsdp_choice(True, ddp * 1.3e9 / 2**30, ddp_bytes_per_param=ddp, fsdp_bytes_per_param=fsdp)
+        l10.check_fsdp_choice(True, ddp * 1.3e9 / 2**30, RATIO, **kw)
     with pytest.raises(AssertionError, match="of the setup you chose"):
-        l10.check_fsdp_choice(True, fsdp * 1.3e9 / 2**31, ddp_bytes_per_param=ddp, fsdp_bytes_per_param=fsdp)
+        l10.check_fsdp_choice(True, fsdp * 1.3e9 / 2**31, RATIO, **kw)
+    with pytest.raises(AssertionError, match="ZeRO's ratio"):
+        l10.check_fsdp_choice(True, fsdp * 1.3e9 / 2**30, 1.5, **kw)  # the textbook figure, one dtype
+    with pytest.raises(AssertionError, match="twice per step"):
+        l10.check_fsdp_choice(True, fsdp * 1.3e9 / 2**30, (2 + 4) / 8, **kw)  # the backward all-gather forgotten
+    with pytest.raises(AssertionError, match="sends its payload twice"):
+        l10.check_fsdp_choice(True, fsdp * 1.3e9 / 2**30, (2 * 2 + 4) / 4, **kw)  # all-reduce counted once
+    with pytest.raises(AssertionError, match="is a number"):
+        l10.check_fsdp_choice(True, fsdp * 1.3e9 / 2**30, None, **kw)
+
+
+def _exercise5():
+    """Exercise 5's solution and wrong answers, from the lesson itself (its solution cell and metadata)."""
+    import json
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "10_multi_gpu.ipynb").read_text())
+    cell = next(c for c in nb["cells"] if "solution" in c["metadata"].get("tags", []) and "job_run" in "".join(c["source"]))
+    return "".join(cell["source"]), cell["metadata"]["wrong_answers"]
+
+
+def _run_job(source, tmp_path):
+    import subprocess
+    import sys
+
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    scope = {"job_dir": job_dir, "subprocess": subprocess, "sys": sys}
+    exec(source, scope)  # noqa: S102 - the lesson's own exercise code
+    return scope["job_run"], job_dir
+
+
+@pytest.mark.parametrize("case, hint", [
+    ("solution", None),
+    (0, "mp_policy=MixedPrecisionPolicy"),  # fully_shard without a policy: FP32 compute
+    (1, "keep the FP32 weights"),  # model.half() instead of the policy
+    (2, "put scaler.state_dict"),  # the scaler left out of the checkpoint
+    (3, "torch.distributed.checkpoint"),  # torch.save on rank 0
+    (4, "two ranks on gloo"),  # --nproc_per_node=1
+    (5, "start the script with torchrun"),  # plain python
+    (6, "load the checkpoint back"),  # dcp.load forgotten
+])
+def test_fsdp_job(case, hint, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    solution, wrong = _exercise5()
+    job_run, job_dir = _run_job(solution if case == "solution" else wrong[case], tmp_path)
+    if hint is None:
+        l10.check_fsdp_job(job_run, job_dir)
+        assert capsys.readouterr().out.endswith("✓ correct\n")
+    else:
+        with pytest.raises(AssertionError, match=hint):
+            l10.check_fsdp_job(job_run, job_dir)
+
+
+def test_fsdp_job_needs_its_folder(tmp_path):
+    with pytest.raises(AssertionError, match="cannot run here"):
+        l10.check_fsdp_job(None, tmp_path / "missing")
+    with pytest.raises(AssertionError, match="what subprocess.run returned"):
+        l10.check_fsdp_job(None, tmp_path)

@@ -399,6 +399,39 @@ ZH: dict[str, str] = {
     "(this torch build cannot run bf16_compress_hook; on a CUDA build it can)":
         "（这个 torch 不是以 CUDA 构建的，不能运行 bf16_compress_hook；以 CUDA 构建的 torch 可以）",
     "{name} is a fraction between 0 and 1": "{name} 是 0 到 1 之间的比例",
+    "traffic_ratio is a number: FSDP2's bytes per step divided by DDP's": "traffic_ratio 是一个数：FSDP2 每步发送的字节数除以 DDP 的",
+    "1.5x is ZeRO's ratio when weights and gradients share one dtype; fsdp_bf16_fp32 gathers 2-byte BF16 weights but reduce-scatters 4-byte FP32 gradients":
+        "1.5 倍是 ZeRO 在权重和梯度同一种 dtype 时的比值；fsdp_bf16_fp32 all-gather 的是 2 字节的 BF16 权重，reduce-scatter 的却是 4 字节的 FP32 梯度",
+    "FSDP2 all-gathers the weights twice per step: for forward, and again for backward (reshard_after_forward=True frees them in between)":
+        "FSDP2 每步 all-gather 两次权重：前向一次，反向再一次（reshard_after_forward=True 在两次之间释放它们）",
+    "DDP here is ddp_fp32: a ring all-reduce of FP32 gradients sends its payload twice, 2(N-1)/N; an all-gather or a reduce-scatter sends it once, (N-1)/N":
+        "这里的 DDP 是 ddp_fp32：FP32 梯度的环形 all-reduce 把数据发送两遍，即 2(N-1)/N；all-gather 或 reduce-scatter 只发送一遍，即 (N-1)/N",
+    "traffic_ratio: section 8's rule for each collective, with the bytes per parameter each one moves":
+        "traffic_ratio：对每个集合通信用第 8 节的规则，并按它每个参数传输的字节数计算",
+    "keep the FP32 weights: MixedPrecisionPolicy(param_dtype=torch.float16) casts for compute; model.half() makes the master weights and the gradients FP16, and GradScaler refuses those":
+        "保留 FP32 权重：MixedPrecisionPolicy(param_dtype=torch.float16) 只在计算时转换；model.half() 会把主权重和梯度都变成 FP16，而 GradScaler 拒绝处理它们",
+    "keep the FP32 weights: MixedPrecisionPolicy(param_dtype=torch.float16) casts for compute; model.half() makes the master weights FP16":
+        "保留 FP32 权重：MixedPrecisionPolicy(param_dtype=torch.float16) 只在计算时转换；model.half() 会把主权重变成 FP16",
+    "the script failed under torchrun: {line}": "脚本在 torchrun 下运行失败：{line}",
+    "start the script with torchrun (python -m torch.distributed.run --standalone --nproc_per_node=2 ...): it sets RANK, WORLD_SIZE and the rendezvous":
+        "用 torchrun 启动脚本（python -m torch.distributed.run --standalone --nproc_per_node=2 ...）：它会设置 RANK、WORLD_SIZE 和 rendezvous",
+    "save with torch.distributed.checkpoint (dcp.save) into job_dir / \"ckpt\" on every rank: torch.save on rank 0 writes no sharded checkpoint":
+        "在每个 rank 上用 torch.distributed.checkpoint（dcp.save）保存到 job_dir / \"ckpt\"：只在 rank 0 上 torch.save 写不出分片检查点",
+    "job_run is what subprocess.run returned when it launched your script with torchrun":
+        "job_run 是 subprocess.run 用 torchrun 启动你的脚本时返回的结果",
+    "no result.json in job_dir: rank 0 writes it at the end of the script": "job_dir 里没有 result.json：由 rank 0 在脚本末尾写入",
+    "two ranks on gloo: --nproc_per_node=2, and init_process_group(\"gloo\") (the CPU backend)":
+        "两个 rank、使用 gloo：--nproc_per_node=2，并且 init_process_group(\"gloo\")（CPU 后端）",
+    "pass mp_policy=MixedPrecisionPolicy(param_dtype=torch.float16) to every fully_shard call: without it FSDP2 computes in the weights' own FP32":
+        "在每次调用 fully_shard 时传入 mp_policy=MixedPrecisionPolicy(param_dtype=torch.float16)：没有它，FSDP2 就按权重本身的 FP32 计算",
+    "the checkpoint holds no model weights: save get_state_dict(model, opt)'s model part under \"model\"":
+        "检查点里没有模型权重：把 get_state_dict(model, opt) 的模型部分保存在 \"model\" 下",
+    "shard every Linear and then the whole model with fully_shard: each rank should save its half of every weight, not a full copy":
+        "用 fully_shard 先分片每个 Linear，再分片整个模型：每个 rank 应保存每个权重的一半，而不是完整副本",
+    "put scaler.state_dict() into what dcp.save writes (under \"scaler\"): a resumed FP16 run must continue at the saved loss scale":
+        "把 scaler.state_dict() 放进 dcp.save 写入的内容（在 \"scaler\" 下）：恢复的 FP16 训练必须从保存的损失缩放值继续",
+    "load the checkpoint back with dcp.load, then set_state_dict and scaler.load_state_dict: the weights and the scale afterwards must equal those saved":
+        "用 dcp.load 把检查点读回来，再调用 set_state_dict 和 scaler.load_state_dict：之后的权重和缩放值必须与保存时相同",
     # -- the doctor (fp16lab/course/env.py): the words OK/WARN/FAIL stay ---------------------------------------
     "check": "检查项",
     "value": "值",

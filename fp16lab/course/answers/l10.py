@@ -2,25 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fp16lab.course.answers import verdict
+from fp16lab.course.answers import cannot_check, require, verdict
 from fp16lab.course.i18n import tr
 
-__all__ = ["TEN_GBE_BYTES_PER_S", "check_ddp_by_hand", "check_wire_dtype", "check_flushed", "check_fsdp_choice"]
+__all__ = ["TEN_GBE_BYTES_PER_S", "check_ddp_by_hand", "check_wire_dtype", "check_flushed", "check_fsdp_choice",
+           "check_fsdp_job"]
 
 TEN_GBE_BYTES_PER_S = 10e9 / 8  # 10 Gbit/s Ethernet line rate, in bytes (cited: IEEE 802.3ae)
-
-
-def _need(ok: object, hint: str) -> None:
-    """An intermediate condition: the hint when it fails, nothing printed when it holds."""
-    if not ok:
-        raise AssertionError(hint)
 
 
 def _grad(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -31,10 +29,10 @@ def _grad(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 def check_ddp_by_hand(half_grads: Any, avg_grad: Any, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> None:
     """Exercise 1: two halves' gradients, and their mean equals the whole batch's gradient."""
-    _need(isinstance(half_grads, (list, tuple)) and len(half_grads) == 2, tr("half_grads: one gradient per half"))
+    require(isinstance(half_grads, (list, tuple)) and len(half_grads) == 2, tr("half_grads: one gradient per half"))
     halves = list(zip(x.chunk(2), y.chunk(2), strict=True))
     for g, (xs, ys) in zip(half_grads, halves, strict=True):
-        _need(torch.is_tensor(g) and torch.allclose(g, _grad(model, xs, ys), atol=1e-7),
+        require(torch.is_tensor(g) and torch.allclose(g, _grad(model, xs, ys), atol=1e-7),
                 tr("each entry of half_grads is the gradient of one half's mean loss"))
     full = _grad(model, x, y)
     verdict(torch.is_tensor(avg_grad) and avg_grad.shape == full.shape
@@ -48,17 +46,16 @@ def _ring_seconds(params: float, wire_bytes: int, n: int, bandwidth: float) -> f
 
 def check_wire_dtype(choice: Any, grad_seconds: Any, *, params: float, bf16_measured: bool) -> None:
     """Exercise 2: BF16 training on two boxes over 10 GbE: which gradient dtype, and its time per step."""
-    _need(choice in ("fp32", "fp16", "bf16"), tr("choice is one of 'fp32', 'fp16', 'bf16'"))
-    _need(choice != "fp32", tr("FP32 gradients put twice the bytes on a link that is already the bottleneck"))
-    _need(choice != "fp16", tr("BF16 training has no loss scale: FP16 on the wire flushes small gradients "
+    require(choice in ("fp32", "fp16", "bf16"), tr("choice is one of 'fp32', 'fp16', 'bf16'"))
+    require(choice != "fp32", tr("FP32 gradients put twice the bytes on a link that is already the bottleneck"))
+    require(choice != "fp16", tr("BF16 training has no loss scale: FP16 on the wire flushes small gradients "
                               "to zero (exercise 3) and can overflow large ones; BF16 keeps FP32's range"))
     want = _ring_seconds(params, 2, 2, TEN_GBE_BYTES_PER_S)
-    _need(isinstance(grad_seconds, (int, float)) and not isinstance(grad_seconds, bool),
+    require(isinstance(grad_seconds, (int, float)) and not isinstance(grad_seconds, bool),
           tr("grad_seconds is a number of seconds"))
-    assert isinstance(grad_seconds, (int, float))
-    _need(not math.isclose(float(grad_seconds) * 8, want, rel_tol=0.02),
+    require(not math.isclose(float(grad_seconds) * 8, want, rel_tol=0.02),
           tr("10 GbE carries 10 Gbit/s: divide by its bytes per second, an eighth of that"))
-    _need(not math.isclose(float(grad_seconds), want * 2, rel_tol=0.02),
+    require(not math.isclose(float(grad_seconds), want * 2, rel_tol=0.02),
           tr("a BF16 gradient is 2 bytes on the wire, not 4"))
     verdict(math.isclose(float(grad_seconds), want, rel_tol=0.02),
             tr("grad_seconds: section 8's ring all-reduce time for two ranks, with your dtype's bytes per parameter"))
@@ -73,20 +70,127 @@ def check_flushed(flushed: Any, flushed_scaled: Any, g: torch.Tensor, world: int
         return float(((wire == 0) & (g != 0)).float().mean())
 
     for value, name in ((flushed, "flushed"), (flushed_scaled, "flushed_scaled")):
-        _need(isinstance(value, (int, float)) and 0 <= float(value) <= 1, tr("{name} is a fraction between 0 and 1", name=name))
-    _need(abs(float(flushed) - zeros(1.0)) < 1e-9, tr("cast g_ex to float16, then divide by 8, and count the zeros"))
+        require(isinstance(value, (int, float)) and 0 <= float(value) <= 1, tr("{name} is a fraction between 0 and 1", name=name))
+    require(abs(float(flushed) - zeros(1.0)) < 1e-9, tr("cast g_ex to float16, then divide by 8, and count the zeros"))
     verdict(abs(float(flushed_scaled) - zeros(2.0**16)) < 1e-9, tr("multiply by the scale 2**16 before the cast"))
 
 
-def check_fsdp_choice(use_fsdp: Any, gib_per_gpu: Any, *, ddp_bytes_per_param: float,
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(float(value))
+
+
+def check_fsdp_choice(use_fsdp: Any, gib_per_gpu: Any, traffic_ratio: Any, *, ddp_bytes_per_param: float,
                       fsdp_bytes_per_param: float, params: float = 1.3e9) -> None:
-    """Exercise 4: DDP or FSDP2 for 1.3B parameters on two 24 GB cards, from the measured bytes per parameter."""
-    _need(isinstance(use_fsdp, bool), tr("use_fsdp is True or False"))
+    """Exercise 4: DDP or FSDP2 for 1.3B parameters on two 24 GB cards, from the measured bytes per parameter,
+    and what FSDP2 (BF16 weights, FP32 reduction) sends per step compared with DDP's FP32 all-reduce."""
+    require(isinstance(use_fsdp, bool), tr("use_fsdp is True or False"))
     ddp_gib = float(ddp_bytes_per_param) * params / 2**30
-    _need(use_fsdp is bool(ddp_gib > 0.5 * 24e9 / 2**30),
+    require(use_fsdp is bool(ddp_gib > 0.5 * 24e9 / 2**30),
           tr("compare DDP's bytes per GPU with half the card: is the other half left for gradients and activations?"))
     want = float(fsdp_bytes_per_param if use_fsdp else ddp_bytes_per_param) * params / 2**30
     ok = isinstance(gib_per_gpu, (int, float)) and not isinstance(gib_per_gpu, bool)
     ok = ok and math.isclose(float(gib_per_gpu), want, rel_tol=0.02)
-    verdict(ok, tr("gib_per_gpu: section 7's measured held bytes per parameter (of the setup you chose) for 1.3 "
+    require(ok, tr("gib_per_gpu: section 7's measured held bytes per parameter (of the setup you chose) for 1.3 "
                    "billion parameters, in GiB (2**30 bytes)"))
+    require(_number(traffic_ratio), tr("traffic_ratio is a number: FSDP2's bytes per step divided by DDP's"))
+    # bytes each rank sends per parameter (ring, N ranks): all-reduce 2(N-1)/N x payload; all-gather and
+    # reduce-scatter (N-1)/N x payload each. FSDP2: BF16 all-gather in forward and again in backward, FP32 reduce-scatter.
+    n, ddp, fsdp_gather, fsdp_reduce = 2, 4.0, 2.0, 4.0
+    ddp_sent = 2 * (n - 1) / n * ddp
+    r = float(traffic_ratio)
+    close = lambda a, b: math.isclose(a, b, rel_tol=0.02)  # noqa: E731
+    require(not close(r, 1.5), tr("1.5x is ZeRO's ratio when weights and gradients share one dtype; fsdp_bf16_fp32 "
+                                  "gathers 2-byte BF16 weights but reduce-scatters 4-byte FP32 gradients"))
+    require(not close(r, (n - 1) / n * (fsdp_gather + fsdp_reduce) / ddp_sent),
+            tr("FSDP2 all-gathers the weights twice per step: for forward, and again for backward "
+               "(reshard_after_forward=True frees them in between)"))
+    require(not close(r, (n - 1) / n * (2 * fsdp_gather + fsdp_reduce) / ((n - 1) / n * ddp)),
+            tr("DDP here is ddp_fp32: a ring all-reduce of FP32 gradients sends its payload twice, 2(N-1)/N; an "
+               "all-gather or a reduce-scatter sends it once, (N-1)/N"))
+    verdict(close(r, (n - 1) / n * (2 * fsdp_gather + fsdp_reduce) / ddp_sent),
+            tr("traffic_ratio: section 8's rule for each collective, with the bytes per parameter each one moves"))
+
+
+def _why_failed(log: str) -> str:
+    """The learner-facing reason a run failed: a known mistake's hint, else the log's last error line."""
+    if "Attempting to unscale FP16 gradients" in log:
+        return tr("keep the FP32 weights: MixedPrecisionPolicy(param_dtype=torch.float16) casts for compute; "
+                  "model.half() makes the master weights and the gradients FP16, and GradScaler refuses those")
+    if "environment variable RANK expected" in log or "MASTER_ADDR" in log:
+        return _torchrun_hint()
+    lines = [ln.strip() for ln in log.splitlines()
+             if ("Error" in ln or "Signal" in ln) and "ChildFailedError" not in ln and not ln.startswith("File ")]
+    return tr("the script failed under torchrun: {line}", line=(lines[-1] if lines else "no error line in its output")[:300])
+
+
+def _torchrun_hint() -> str:  # one hint, two places
+    return tr("start the script with torchrun (python -m torch.distributed.run --standalone --nproc_per_node=2 ...): "
+              "it sets RANK, WORLD_SIZE and the rendezvous")
+
+
+def _dcp_hint() -> str:  # one hint, two places
+    return tr("save with torch.distributed.checkpoint (dcp.save) into job_dir / \"ckpt\" on every rank: torch.save "
+              "on rank 0 writes no sharded checkpoint")
+
+
+def _checkpoint_tensors(folder: Path) -> dict[str, Any]:
+    """The tensors a DCP checkpoint folder declares: name -> TensorStorageMetadata (dtype, chunks)."""
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+
+    meta = FileSystemReader(str(folder)).read_metadata()
+    return {k: v for k, v in meta.state_dict_metadata.items() if isinstance(v, TensorStorageMetadata)}
+
+
+def check_fsdp_job(job_run: Any, job_dir: Path) -> None:
+    """Exercise 5: the learner's own FSDP2 + MixedPrecisionPolicy + DCP script ran under torchrun on 2 ranks.
+
+    Reads rank 0's ``result.json`` and the checkpoint's own metadata (written by every rank), so it
+    checks what the run did, not what the script says it did.
+    """
+    if not isinstance(job_dir, Path) or not job_dir.is_dir():
+        cannot_check(f"job_dir must be the lesson's folder for this exercise (a pathlib.Path that exists), got {job_dir!r}")
+    require(isinstance(job_run, subprocess.CompletedProcess),
+            tr("job_run is what subprocess.run returned when it launched your script with torchrun"))
+    cmd = " ".join(map(str, job_run.args)) if isinstance(job_run.args, (list, tuple)) else str(job_run.args)
+    require("torch.distributed.run" in cmd or "torchrun" in cmd, _torchrun_hint())
+    if job_run.returncode != 0:
+        script = next((Path(a) for a in (job_run.args if isinstance(job_run.args, (list, tuple)) else [])
+                       if str(a).endswith(".py") and Path(a).is_file()), None)
+        source = script.read_text(encoding="utf-8", errors="replace") if script else ""
+        if "torch.save" in source and "dcp.save" not in source:
+            require(False, _dcp_hint())
+        require(False, _why_failed(f"{job_run.stdout or ''}\n{job_run.stderr or ''}"))
+    out = job_dir / "result.json"
+    require(out.is_file(), tr("no result.json in job_dir: rank 0 writes it at the end of the script"))
+    res = json.loads(out.read_text())
+    require(res.get("world_size") == 2 and res.get("backend") == "gloo",
+            tr("two ranks on gloo: --nproc_per_node=2, and init_process_group(\"gloo\") (the CPU backend)"))
+    require(res.get("compute_dtype") == "torch.float16",
+            tr("pass mp_policy=MixedPrecisionPolicy(param_dtype=torch.float16) to every fully_shard call: without it "
+               "FSDP2 computes in the weights' own FP32"))
+    ckpt = job_dir / "ckpt"
+    require((ckpt / ".metadata").is_file(), _dcp_hint())
+    tensors = _checkpoint_tensors(ckpt)
+    weights = {k: v for k, v in tensors.items() if k.startswith("model.")}
+    require(bool(weights), tr("the checkpoint holds no model weights: save get_state_dict(model, opt)'s model part under \"model\""))
+    require(all(len(v.chunks) == 2 for v in weights.values()),
+            tr("shard every Linear and then the whole model with fully_shard: each rank should save its half of "
+               "every weight, not a full copy"))
+    require(all(v.properties.dtype == torch.float32 for v in weights.values()),
+            tr("keep the FP32 weights: MixedPrecisionPolicy(param_dtype=torch.float16) casts for compute; "
+               "model.half() makes the master weights FP16"))
+    require(_has_scaler(ckpt),
+            tr("put scaler.state_dict() into what dcp.save writes (under \"scaler\"): a resumed FP16 run must "
+               "continue at the saved loss scale"))
+    verdict(res.get("reloaded_equal") is True and res.get("scale") == 2.0**16,
+            tr("load the checkpoint back with dcp.load, then set_state_dict and scaler.load_state_dict: the weights "
+               "and the scale afterwards must equal those saved"))
+
+
+def _has_scaler(folder: Path) -> bool:
+    """Whether the checkpoint declares any entry under ``scaler`` (tensor or bytes)."""
+    from torch.distributed.checkpoint import FileSystemReader
+
+    return any(k.startswith("scaler.") for k in FileSystemReader(str(folder)).read_metadata().state_dict_metadata)
+
