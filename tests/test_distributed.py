@@ -144,9 +144,18 @@ def test_no_sync_all_reduces_once_per_step(workers):
     assert once["own_norm_rank0"] != once["own_norm_rank1"]
 
 
+def test_fsdp2_ranks_skip_together_on_one_ranks_inf_shard(workers):
+    skips = fd.skip_agreement(workers, bad_rank=0, batch=4, width=16, depth=1, fsdp=True)
+    assert skips.set_index("rank")["own_shard_finite"].to_dict() == {0: False, 1: True}  # only rank 0 saw it...
+    assert skips["skipped"].all() and not skips["params_changed"].any()  # ...and both skipped
+    assert (skips["scale_after"] == skips["scale_before"] / 2).all()
+
+
 def test_experiments_refuse_bad_arguments_without_running(workers):
     with pytest.raises(ValueError, match="bad_rank must be a rank of this world"):
         fd.skip_agreement(workers, bad_rank=2)
+    with pytest.raises(ValueError, match="fsdp must be"):
+        fd.skip_agreement(workers, fsdp="yes")
     with pytest.raises(ValueError, match="micro_batches must be an int >= 2"):
         fd.accumulation(workers, micro_batches=1)
     assert workers.alive
