@@ -1,0 +1,392 @@
+"""The Chinese catalogue's exercise verdicts and hints (fp16lab/course/answers), one block per lesson.
+
+Part of :data:`fp16lab.course.i18n.ZH` (kept apart so that each file stays readable); same rules: keyed by the
+English msgid, the same ``{fields}``, terms from notebooks/zh/README.md's 术语表.
+"""
+
+from __future__ import annotations
+
+HINTS: dict[str, str] = {
+    # -- exercise verdicts and hints (fp16lab/course/answers) --------------------------------------------
+    "correct": "正确",
+    "this check cannot run here: {reason}": "此检查无法在这里运行：{reason}",
+    # lesson 00
+    "Hint: assign both bf16_err and tol (floats)": "提示：请给 bf16_err 和 tol 都赋值（浮点数）",
+    "Hint: bf16_err and tol must be Python floats: call .item() on a 0-d tensor":
+        "提示：bf16_err 和 tol 必须是 Python 浮点数：对 0 维张量调用 .item()",
+    "Hint: bf16_err is not the BF16 error of a @ b: cast both inputs with .bfloat16(), multiply, and compare with the FP64 product as ||out - ref|| / ||ref||":
+        "提示：bf16_err 不是 a @ b 的 BF16 误差：先用 .bfloat16() 转换两个输入再相乘，然后与 FP64 乘积比较，即 ||out - ref|| / ||ref||",
+    "Hint: your test fails a correct FP16 product (or passes it only by luck): tol must sit well above the FP16 error you measured in 5a (rel_err), which new matrices repeat only roughly":
+        "提示：你的测试会把正确的 FP16 乘积判为不通过（或者只是侥幸通过）：tol 必须明显高于你在 5a 中测得的 FP16 误差（rel_err），换一组新矩阵，这个误差只能大致重现",
+    "Hint: your test passes a BF16 product: tol must sit well below the BF16 error you measured":
+        "提示：你的测试让 BF16 乘积也通过了：tol 必须明显低于你测得的 BF16 误差",
+    "Hint: assign a set of chip names to pays_on": "提示：把一个芯片名称的集合赋给 pays_on",
+    "Hint: pays_on must be a set of chip names (strings) taken from cards": "提示：pays_on 必须是取自 cards 的芯片名称（字符串）集合",
+    "Hint: use the names exactly as they are written in cards": "提示：名称要与 cards 中的写法完全一致",
+    "Hint: compare fp16_acc16 with fp16 for each chip in PEAK_TFLOPS: a bigger chip is not the question; data-center parts run both accumulations at the same rate":
+        "提示：对 PEAK_TFLOPS 中的每个芯片比较 fp16_acc16 和 fp16：问题不在芯片大小；数据中心 GPU 两种累加的速度相同",
+    "Hint: assign a DataFrame to classroom": "提示：把一个 DataFrame 赋给 classroom",
+    "Hint: classroom must be a DataFrame with a 'recommended' column": "提示：classroom 必须是带 'recommended' 列的 DataFrame",
+    "Hint: one row per GPU, indexed by the names in room": "提示：每块 GPU 一行，以 room 中的名称为索引",
+    "Hint: use the values 'bf16', 'fp16', 'fp32'": "提示：取值只能是 'bf16'、'fp16'、'fp32'",
+    "Hint: look again at {wrong}: did you pass the name to chip_features, and check bf16_native before fp16_tensor_cores?":
+        "提示：再看看 {wrong}：你把名称传给 chip_features 了吗？是否先检查 bf16_native，再检查 fp16_tensor_cores？",
+    "correct: your tolerance passes FP16 and catches BF16 on new matrices": "正确：在新矩阵上，你的容差放过 FP16，拦下 BF16",
+    "correct: every GPU gets the precision its hardware runs best": "正确：每块 GPU 都用上了它的硬件最擅长的精度",
+    # lesson 01
+    "Hint: assign a dict {name: 'fp16' | 'bf16' | 'fp32'} to storage":
+        "提示：把一个字典 {name: 'fp16' | 'bf16' | 'fp32'} 赋给 storage",
+    "Hint: storage needs one entry per name in ranges, keyed by those names":
+        "提示：storage 要为 ranges 中的每个名称各有一项，以这些名称为键",
+    "Hint: the values are the strings 'fp16', 'bf16' or 'fp32'": "提示：取值是字符串 'fp16'、'bf16' 或 'fp32'",
+    "Hint: {lossy} would change values: range is not precision. A format reaches far beyond the integers it stores exactly; cast torch.arange to it and back":
+        "提示：{lossy} 会改变数值：范围不等于精度。一种格式能表示的范围远大于它能精确存储的整数；把 torch.arange 转换过去再转回来试试",
+    "Hint: {wasteful} fit a smaller (or, between the 16-bit two, the finer) format":
+        "提示：{wasteful} 用更小的格式就够了（两种 16 位格式之间，选精度更高的那种）",
+    "Hint: assign your answer to max_scale": "提示：把你的答案赋给 max_scale",
+    "Hint: a power of two, please (1, 2, 4, ...)": "提示：请给出 2 的幂（1、2、4……）",
+    "Hint: at that scale some gradient overflows fp16: count with cast_stats(...).overflow on all the gradients, parameters and activations":
+        "提示：在这个缩放因子下，有梯度在 fp16 中上溢：用 cast_stats(...).overflow 统计全部梯度、参数和激活值",
+    "Hint: twice that scale overflows nothing yet: keep doubling": "提示：缩放因子再翻一倍也还没有上溢：继续加倍",
+    "Hint: assign choice_a, choice_b (each 'fp16' or 'bf16') and best_scale_a (a power of two)":
+        "提示：给 choice_a、choice_b（各为 'fp16' 或 'bf16'）和 best_scale_a（2 的幂）赋值",
+    "Hint: the choices are the strings 'fp16' or 'bf16'": "提示：选项是字符串 'fp16' 或 'bf16'",
+    "Hint: best_scale_a is a power of two": "提示：best_scale_a 是 2 的幂",
+    "Hint: at best_scale_a something overflows": "提示：在 best_scale_a 下有值上溢",
+    "Hint: twice best_scale_a still overflows nothing": "提示：best_scale_a 翻倍后仍然没有上溢",
+    "Hint: look again at {name}: for each scale 2^k count overflow and underflow with cast_stats; fp16 needs one k where both are acceptable":
+        "提示：再看看 {name}：对每个缩放因子 2^k，用 cast_stats 统计上溢和下溢；fp16 需要存在一个 k，使两者都可以接受",
+    "correct: both decisions follow from the histograms, and the scale is the largest that fits":
+        "正确：两个决定都出自直方图，缩放因子也是不上溢的最大值",
+    # lesson 02
+    "Hint: assign your corrected training function itself (not its result) to amp_train":
+        "提示：把修正后的训练函数本身（不是它的返回值）赋给 amp_train",
+    "Hint: amp_train must return the trained model": "提示：amp_train 必须返回训练后的模型",
+    "Hint: your weights are not float32: keep the master weights in fp32 and let autocast cast the layers":
+        "提示：你的权重不是 float32：主权重保持 fp32，由 autocast 去转换各层",
+    "Hint: the weights did not change: is the optimizer stepped on this model's parameters?":
+        "提示：权重没有变化：优化器更新的是这个模型的参数吗？",
+    "Hint: the updates are thousands of times too small: the clipping saw gradients still multiplied by the loss scale":
+        "提示：更新量小了几千倍：梯度裁剪看到的梯度仍乘着损失缩放因子",
+    "Hint: the updates are larger than clipped ones: the clipping did not act on the gradients the optimizer used":
+        "提示：更新量比裁剪后的大：梯度裁剪没有作用在优化器所用的梯度上",
+    "Hint: close, but not the same updates: compare the order of your calls with section 2":
+        "提示：很接近，但更新量不一样：对照第 2 节检查你的调用顺序",
+    "Hint: h_probe should be the History that fit returned": "提示：h_probe 应该是 fit 返回的 History",
+    "Hint: train for 20 steps (steps=20)": "提示：训练 20 步（steps=20）",
+    "Hint: the first scale is not 2**22 or half of it: pass scaler=torch.amp.GradScaler(device.type, init_scale=2.0**22)":
+        "提示：第一个缩放因子既不是 2**22 也不是它的一半：传入 scaler=torch.amp.GradScaler(device.type, init_scale=2.0**22)",
+    "Hint: the first step was not skipped: is the scaler starting at 2**22, in fp16?":
+        "提示：第一步没有被跳过：scaler 是从 2**22 开始的吗？用的是 fp16 吗？",
+    "Hint: every step was skipped: the scale did not get low enough in 20 steps": "提示：每一步都被跳过了：20 步内缩放因子没有降到足够低",
+    "Hint: assign the step number (an int) to first_applied": "提示：把步号（一个 int）赋给 first_applied",
+    "Hint: not that step: steps are numbered from 1 (the 'step' column, not the row index), and a skipped step has skipped=True":
+        "提示：不是这一步：步号从 1 开始（看 'step' 列，不是行索引），被跳过的步 skipped=True",
+    "Hint: h_resumed should be the History that fit returned": "提示：h_resumed 应该是 fit 返回的 History",
+    "Hint: the run should end at step {steps}: steps= counts every step of the run, also those before the crash":
+        "提示：这次运行应在第 {steps} 步结束：steps= 计的是整次运行的全部步数，崩溃之前的也算",
+    "Hint: the history should start at step 1: resume from the checkpoint (Checkpoint(ex_ckpt, resume=True))":
+        "提示：历史记录应从第 1 步开始：从检查点恢复（Checkpoint(ex_ckpt, resume=True)）",
+    "Hint: the steps before the crash were trained again: continue from the checkpoint instead of starting over":
+        "提示：崩溃之前的步又训练了一遍：应从检查点继续，而不是从头开始",
+    "Hint: the losses differ from an uninterrupted run: resume with the same precision and data, from ex_ckpt, with a model and optimizer built by fresh()":
+        "提示：损失与不中断的运行不同：从 ex_ckpt 恢复，用相同的精度和数据，模型和优化器都由 fresh() 构建",
+    "correct: your loop trains exactly as the recipe of section 2": "正确：你的训练循环与第 2 节的方案训练结果完全一致",
+    "correct: the scaler halved its scale on every overflow until the gradients fit in fp16":
+        "正确：每次上溢 scaler 都把缩放因子减半，直到梯度能放进 fp16",
+    "correct: the resumed run matches one that never crashed, bit for bit": "正确：恢复后的运行与从未崩溃的运行逐位一致",
+    "GradScaler cannot unscale fp16 gradients: the weights must stay fp32 (autocast runs the layers in fp16)":
+        "GradScaler 无法对 fp16 梯度做反缩放：权重必须保持 fp32（由 autocast 以 fp16 运行各层）",
+    "run your loop on ex_batches yourself and read where it fails": "自己在 ex_batches 上运行你的循环，看它在哪里出错",
+    "your loop raised {kind}: {err}. Hint: {hint}": "你的循环抛出了 {kind}：{err}。提示：{hint}",
+    # lesson 03
+    "Hint: assign fixed (the padded copy), fixed_opt (its optimizer) and must_change (a set)":
+        "提示：给 fixed（填充后的副本）、fixed_opt（它的优化器）和 must_change（一个集合）赋值",
+    "Hint: fixed must be a padded *copy* (copy.deepcopy); unseen stays as it is":
+        "提示：fixed 必须是填充后的*副本*（copy.deepcopy）；unseen 保持原样",
+    "Hint: unseen itself was changed: pad a copy": "提示：unseen 本身被改了：请填充一个副本",
+    "Hint: something paddable is left: audit(fixed).pad_names() is not empty":
+        "提示：还剩可填充的层：audit(fixed).pad_names() 不为空",
+    "Hint: fixed computes something else: pad with pad_layers (it slices padded outputs back)":
+        "提示：fixed 的计算结果变了：用 pad_layers 填充（它会把填充后的输出切回原来的大小）",
+    "Hint: fixed_opt does not hold fixed's parameters: build the optimizer after padding":
+        "提示：fixed_opt 里不是 fixed 的参数：填充之后再构建优化器",
+    "Hint: must_change is off: only the findings pad_layers cannot fix (the audit's paddable column is False) need a change of the model's definition":
+        "提示：must_change 不对：只有 pad_layers 修不了的问题（audit 的 paddable 列为 False）才需要改模型定义",
+    "Hint: needs_fix must be a dict with one entry per card: keys {keys}": "提示：needs_fix 必须是每张卡一项的字典：键为 {keys}",
+    "Hint: each value is a set of (module, dim) pairs, e.g. {('0', 'in_features')}":
+        "提示：每个值是 (module, dim) 对的集合，例如 {('0', 'in_features')}",
+    "Hint: layout is one of {cl!r} or 'NCHW' (the table's variant names)":
+        "提示：layout 取 {cl!r} 或 'NCHW'（表中 variant 列的名称）",
+    "Hint: the measurement favours the other layout: compare gpu_kernel_ms of the two rows":
+        "提示：测量结果支持另一种布局：比较这两行的 gpu_kernel_ms",
+    "Hint: kernel_gain is a number: the NCHW kernel time over the channels_last kernel time":
+        "提示：kernel_gain 是一个数：NCHW 的核函数时间除以 channels_last 的核函数时间",
+    "Hint: kernel_gain is off: NCHW gpu_kernel_ms / channels_last gpu_kernel_ms (more than 1 when channels_last is faster)":
+        "提示：kernel_gain 不对：NCHW 的 gpu_kernel_ms / channels_last 的 gpu_kernel_ms（channels_last 更快时大于 1）",
+    "correct: the copy is padded, computes the same, its optimizer holds the new parameters":
+        "正确：副本已填充，计算结果不变，优化器持有新参数",
+    "Hint: {card}: not the audit's findings: audit(model, precision=...) with the card's precision, then its (module, dim) pairs":
+        "提示：{card}：这不是 audit 的结果：用这张卡的精度调用 audit(model, precision=...)，再取其中的 (module, dim) 对",
+    "correct: the alignment a card needs follows from the precision it runs": "正确：一张卡需要的对齐取决于它运行的精度",
+    "no ResNet-50 kernel times on this machine (no GPU and no reference): nothing to check":
+        "本机没有 ResNet-50 的核函数时间（没有 GPU，也没有参考结果）：无可检查",
+    "Hint: that is the images/s ratio: on a host-bound step images/s shows only part of the kernels' gain; use gpu_kernel_ms":
+        "提示：这是 images/s 的比值：训练步主机端受限时，images/s 只体现核函数加速的一部分；请用 gpu_kernel_ms",
+    "correct: the layout and the kernel-time evidence for it": "正确：布局选对了，核函数时间也支持它",
+    "{sm} has TF32 (Ampere and newer), so the FP32 model runs TF32 there: multiples of 4":
+        "{sm} 支持 TF32（Ampere 及更新的架构），所以 FP32 模型在那里以 TF32 运行：4 的倍数",
+    "{sm} has no TF32 (it came with Ampere), so this card trains in FP16 autocast: multiples of 8":
+        "{sm} 没有 TF32（它随 Ampere 才出现），所以这张卡用 FP16 autocast 训练：8 的倍数",
+    "Hint: {card}: that is the {other} audit, but {why}": "提示：{card}：这是 {other} 下的 audit 结果，但 {why}",
+    # lesson 04
+    "Hint: assign both first_bad and safe_model": "提示：请给 first_bad 和 safe_model 都赋值",
+    "Hint: first_bad must be a module name (a string such as 'inp')": "提示：first_bad 必须是模块名（例如 'inp' 这样的字符串）",
+    "Hint: {first_bad!r} is not a module of ex1_model: read report.first":
+        "提示：{first_bad!r} 不是 ex1_model 的模块：看 report.first",
+    "Hint: {first_bad!r} is not the first module whose output overflows: look at the first row with inf/NaN in first_nonfinite's table":
+        "提示：{first_bad!r} 不是第一个输出上溢的模块：看 first_nonfinite 表中第一个出现 inf/NaN 的行",
+    "Hint: safe_model must be an nn.Module (e.g. a subclass of Ex1Net with a new forward)":
+        "提示：safe_model 必须是 nn.Module（例如重写了 forward 的 Ex1Net 子类）",
+    "Hint: safe_model's output still holds inf/NaN under FP16 autocast: the island must start before the layer that overflows and end after the values are small again":
+        "提示：在 FP16 autocast 下 safe_model 的输出仍有 inf/NaN：FP32 孤岛必须在上溢的层之前开始，在数值重新变小之后结束",
+    "Hint: safe_model's output is far from ex1_model's FP32 output: did you copy the weights?":
+        "提示：safe_model 的输出与 ex1_model 的 FP32 输出相差很远：你复制权重了吗？",
+    "Hint: nothing runs in FP16 any more: keep autocast on outside the island":
+        "提示：已经没有任何部分以 FP16 运行：孤岛之外要保持 autocast 开启",
+    "Hint: assign a threshold (a positive float) to max_norm": "提示：把一个阈值（正浮点数）赋给 max_norm",
+    "Hint: max_norm must be a positive, finite number": "提示：max_norm 必须是有限的正数",
+    "Hint: with that threshold the run still explodes and fit stops it: clip lower":
+        "提示：用这个阈值，训练仍然发散，被 fit 中止：把裁剪阈值调低",
+    "Hint: the run finishes but does not learn: the threshold lets too large updates through; look at the loss of each step":
+        "提示：训练跑完了，但没有学到东西：阈值放过了过大的更新；看看每一步的损失",
+    "Hint: the threshold acts on almost every step, so it caps every update (a brake, not a safety net): compare it with the gradient norms of the steps that were not clipped":
+        "提示：阈值几乎每一步都起作用，等于限制了每次更新（成了刹车，而不是安全网）：把它和未被裁剪的那些步的梯度范数比一比",
+    "Hint: assign your autograd.Function class to SafeSumSquares": "提示：把你的 autograd.Function 类赋给 SafeSumSquares",
+    "Hint: SafeSumSquares must be a subclass of torch.autograd.Function":
+        "提示：SafeSumSquares 必须是 torch.autograd.Function 的子类",
+    "Hint: the output still overflows: do the inputs reach forward in FP16?": "提示：输出仍然上溢：输入是以 FP16 进入 forward 的吗？",
+    "Hint: the values are wrong: the math must stay x*x summed per row": "提示：数值不对：计算必须仍是 x*x 按行求和",
+    "Hint: the gradient is not finite: how does backward run?": "提示：梯度不是有限值：backward 是怎样运行的？",
+    "Hint: the gradient is wrong: d/dx of x*x is 2*x": "提示：梯度不对：x*x 对 x 的导数是 2*x",
+    "correct: the overflowing layer runs in FP32, the rest in FP16": "正确：上溢的层以 FP32 运行，其余以 FP16 运行",
+    "correct: a safety net that stops the explosion and lets the run learn": "正确：这是一张安全网，既挡住了梯度爆炸，又让训练能学习",
+    "correct: FP32 inside the function, finite output and gradient": "正确：函数内部用 FP32，输出和梯度都是有限值",
+    # lesson 05
+    "Hint: micro_batch and accum_steps are positive ints": "提示：micro_batch 和 accum_steps 是正整数",
+    "Hint: micro_batch × accum_steps must be the effective batch, {target}: pick a micro-batch that divides it":
+        "提示：micro_batch × accum_steps 必须等于有效批处理大小 {target}：选一个能整除它的微批次",
+    "Hint: micro_batch must be a power of two (it divides the target)": "提示：micro_batch 必须是 2 的幂（它要整除目标值）",
+    "Hint: that micro-batch did not fit: read the fp16 rows with ok=True": "提示：这个微批次放不下：看 ok=True 的 fp16 行",
+    "Hint: a larger power of two fits too, and fewer micro-batches per step are faster":
+        "提示：更大的 2 的幂也放得下，而每步的微批次越少越快",
+    "Hint: assign your function (x -> tensor) to normalise_lean": "提示：把你的函数（x -> 张量）赋给 normalise_lean",
+    "Hint: normalise_lean changed its input: the caller still needs x": "提示：normalise_lean 改动了它的输入：调用方还要用 x",
+    "Hint: the values differ from normalise(x)": "提示：数值与 normalise(x) 不同",
+    "Hint: normalise_lean allocated {used:.1f} times its input's size: create one new tensor, then update it with in-place ops (their names end in an underscore)":
+        "提示：normalise_lean 分配了输入大小的 {used:.1f} 倍：只新建一个张量，再用原地操作（名称以下划线结尾）更新它",
+    "Hint: assign your function (x, w -> tensor) to gated_fixed": "提示：把你的函数（x, w -> 张量）赋给 gated_fixed",
+    "Hint: the values differ from h * sigmoid(h)": "提示：数值与 h * sigmoid(h) 不同",
+    "Hint: the gradient for w is wrong: does every path from w to the output keep its gradient (no .detach())?":
+        "提示：w 的梯度不对：从 w 到输出的每条路径都保留了梯度吗（没有 .detach()）？",
+    "no max-batch search on this machine (no GPU and no reference): nothing to check":
+        "本机没有最大批处理大小的搜索结果（没有 GPU，也没有参考结果）：无可检查",
+    "Hint: that is what fits in FP32; you train in FP16 AMP: read the fp16 rows":
+        "提示：这是 FP32 下放得下的大小；你用的是 FP16 AMP 训练：看 fp16 行",
+    "correct: the largest micro-batch that fits, accumulated to the effective batch": "正确：放得下的最大微批次，累积到有效批处理大小",
+    "correct: {used:.2f} times the input's size": "正确：输入大小的 {used:.2f} 倍",
+    "correct: the same values, and autograd can run the backward pass": "正确：数值相同，autograd 也能完成反向传播",
+    "Hint: the backward pass fails ({err}...): which tensor does sigmoid's backward need, and who changes it?":
+        "提示：反向传播失败（{err}...）：sigmoid 的 backward 需要哪个张量？又是谁改动了它？",
+    # lesson 06
+    "assign choice (a configuration name) and advantage (a number)": "给 choice（一个配置名）和 advantage（一个数）赋值",
+    "this run has no bf16_cl row to compare with: use the lesson's `evidence`":
+        "这次运行没有可对比的 bf16_cl 行：请用本课的 `evidence`",
+    "eager only: torch.compile costs a compile per model and shape, which the colleague did not ask for":
+        "只选 eager：torch.compile 对每种模型和形状都要编译一次，而同事并没有要求这样做",
+    "choice: one configuration name from the run's comparison rows that ran eagerly (not the article's loop)":
+        "choice：从这次运行中以 eager 方式运行的对比行里选一个配置名（不含原文的训练循环）",
+    "measure, do not follow the guide: compare bf16_cl's images/s with every other eager row":
+        "要靠测量，不要照搬指南：把 bf16_cl 的 images/s 与其他每个 eager 行比较",
+    "compare every eager row, not only the two precisions: the layout and the optimizer change images/s too":
+        "比较所有 eager 行，不只是两种精度：布局和优化器也会改变 images/s",
+    "advantage: your choice's images/s divided by bf16_cl's (above 1 when your choice is faster)":
+        "advantage：你所选配置的 images/s 除以 bf16_cl 的（你的选择更快时大于 1）",
+    "assign ratio_median and ratio_spread": "给 ratio_median 和 ratio_spread 赋值",
+    "this run has no interleaved rounds of both {num} and {den}": "这次运行没有 {num} 和 {den} 交错进行的轮次",
+    "ratio_spread: the largest |round ratio - median| (not the standard deviation, not max - min)":
+        "ratio_spread：最大的 |每轮比值 - 中位数|（不是标准差，也不是 max - min）",
+    "assign break_even_steps (a number), compile_short and compile_long (True or False)":
+        "给 break_even_steps（一个数）、compile_short 和 compile_long（True 或 False）赋值",
+    "compile_short and compile_long are decisions: True or False": "compile_short 和 compile_long 是决定：True 或 False",
+    "compile a job only when it runs more steps than the break-even": "只有当任务的步数超过盈亏平衡点时才编译",
+    "ratio_median: that is the ratio of the two medians; take the median of the per-round ratios":
+        "ratio_median：这是两个中位数之比；应取每轮比值的中位数",
+    "ratio_median: divide num by den within each round, then take the median (not the mean) of those ratios":
+        "ratio_median：在每一轮内用 num 除以 den，再取这些比值的中位数（不是平均值）",
+    "this run has no {name} row: use the lesson's `evidence`": "这次运行没有 {name} 行：请用本课的 `evidence`",
+    "the compiled recipe is not faster per step here: it never breaks even (break_even_steps = math.inf)":
+        "在这里编译版方案每步并不更快：永远回不了本（break_even_steps = math.inf）",
+    "break_even_steps: (compiled first step s - recipe first step s) / (seconds a step saves), with a step's seconds = batch / images per second; both first steps count":
+        "break_even_steps：（编译版首步秒数 - 推荐方案首步秒数）/（每步节省的秒数），其中一步的秒数 = 批处理大小 / 每秒图像数；两个首步都要算",
+    # lesson 07
+    "return a tensor shaped like v: (tokens, d)": "返回与 v 形状相同的张量：(tokens, d)",
+    "return the inputs' dtype ({want}), not {got}: cast back at the end": "返回输入的 dtype（{want}），而不是 {got}：最后再转换回来",
+    "write a function (q, k, v, keep) -> tensor and assign it to fixed_attention":
+        "写一个函数 (q, k, v, keep) -> 张量，赋给 fixed_attention",
+    "inf/NaN on the last row, a query with no key to attend to: fill masked scores with a finite value (torch.finfo(scores.dtype).min), not -inf":
+        "最后一行出现 inf/NaN，这个查询没有可关注的键：用有限值（torch.finfo(scores.dtype).min）填充被掩码的分数，而不是 -inf",
+    "finite, but this is attention without the 1/sqrt(d) scale: is it there?": "结果有限，但这是没有 1/sqrt(d) 缩放的注意力：缩放加上了吗？",
+    "finite, but {err:.3g} away from FP32 attention on the rows that have keys: is the mask the right way round (keep is True where a query may attend), and the softmax over the keys (dim=-1)?":
+        "结果有限，但在有键的行上与 FP32 注意力相差 {err:.3g}：掩码方向对吗（查询可以关注的位置 keep 为 True）？softmax 是沿键的维度（dim=-1）做的吗？",
+    "inf/NaN for inputs of magnitude 40: q @ k^T overflows FP16 (65 504) before any later scale; scale q by 1/sqrt(d) before the product":
+        "输入量级为 40 时出现 inf/NaN：q @ k^T 在后面的缩放之前就已在 FP16 中上溢（65 504）；先把 q 乘以 1/sqrt(d) 再相乘",
+    "finite, but {err:.3g} away from FP32 attention for inputs of magnitude 40":
+        "结果有限，但输入量级为 40 时与 FP32 注意力相差 {err:.3g}",
+    "assign both choice and state_gib": "请给 choice 和 state_gib 都赋值",
+    "choice must be one of memory_table's row names: {rows}": "choice 必须是 memory_table 的行名之一：{rows}",
+    "state_gib must be a number: GiB of weights, gradients and optimizer state of your choice":
+        "state_gib 必须是一个数：你所选方案的权重、梯度和优化器状态占多少 GiB",
+    "state_gib looks like GB: 1 GiB is 2**30 bytes, not 1e9": "state_gib 看起来是按 GB 算的：1 GiB 是 2**30 字节，不是 1e9",
+    "state_gib: parameters times that setup's total bytes/param (memory_table), in GiB (2**30 bytes)":
+        "state_gib：参数量乘以该方案的 total bytes/param（memory_table），以 GiB（2**30 字节）为单位",
+    "{choice!r} does not fit: its state plus the {act:g} GiB of activations is more than the card's {card:g} GiB":
+        "{choice!r} 放不下：它的状态加上 {act:g} GiB 激活值，超过了显卡的 {card:g} GiB",
+    "{choice!r} fits, but rounds each update to the nearest 16-bit weight: section 4 showed those updates lost. Pick a setup that keeps them":
+        "{choice!r} 放得下，但每次更新都会舍入到最近的 16 位权重：第 4 节已经表明这些更新会丢失。请选一个能保住更新的方案",
+    "assign both t4_choice and t4_logits": "请给 t4_choice 和 t4_logits 都赋值",
+    "t4_choice must be one of {options}": "t4_choice 必须是 {options} 之一",
+    "fp32 is finite, but runs no 16-bit matmul: the T4's Tensor Cores stay idle":
+        "fp32 的结果有限，但没有 16 位矩阵乘法：T4 的 Tensor Core 闲着",
+    "bf16 is finite, but a T4 (sm_75) has no native BF16: chip_features(t4.capability) says so":
+        "bf16 的结果有限，但 T4（sm_75）不原生支持 BF16：chip_features(t4.capability) 会告诉你",
+    "t4_logits must be the logits tensor of your choice, run on tokens":
+        "t4_logits 必须是你所选方案在 tokens 上运行得到的 logits 张量",
+    "t4_logits hold inf/NaN: run first_nonfinite on that option; a residual stream past 65 504 needs FP32":
+        "t4_logits 含有 inf/NaN：对该选项运行 first_nonfinite；残差流超过 65 504 就需要 FP32",
+    "{choice!r} overflows on this model: first_nonfinite(copy.deepcopy(ex_deep).half(), tokens, 'fp32') names the block":
+        "{choice!r} 在这个模型上会上溢：first_nonfinite(copy.deepcopy(ex_deep).half(), tokens, 'fp32') 会指出是哪个块",
+    "t4_logits are {dtype}: compute them with your choice (under fp16 autocast the head returns FP16)":
+        "t4_logits 是 {dtype}：请用你选的方案计算（在 fp16 autocast 下输出头返回 FP16）",
+    "t4_logits are {err:.3g} away from the FP32 model's": "t4_logits 与 FP32 模型的结果相差 {err:.3g}",
+    # lesson 08
+    "assign latency_sweep's table to ex_sweep": "把 latency_sweep 的表赋给 ex_sweep",
+    "ex_sweep should be the table latency_sweep returns": "ex_sweep 应该是 latency_sweep 返回的表",
+    "sweep one precision at four or more batch sizes (one row per batch)": "用一种精度扫描四个或更多批处理大小（每个批处理大小一行）",
+    "include batch 1: the budget is a multiple of its latency": "要包含批处理大小 1：预算是它的延迟的倍数",
+    "measure past the budget: include batch sizes whose latency exceeds it, to show where it binds":
+        "测量范围要越过预算：包含延迟超出预算的批处理大小，才能看出预算从哪里开始起作用",
+    "assign the batch size you choose (a number) to ex_batch": "把你选的批处理大小（一个数）赋给 ex_batch",
+    "choose one of the batch sizes your table measured": "从你的表测过的批处理大小中选一个",
+    "that batch takes longer than the budget: a request waits for its whole batch (ms_per_batch)":
+        "这个批处理大小耗时超出预算：一个请求要等整批完成（ms_per_batch）",
+    "within the budget a larger batch serves more items per second: take the most throughput that fits":
+        "在预算之内，更大的批处理每秒处理的样本更多：选预算内吞吐量最高的",
+    "pass the CUDA-graph table (graphs.frame)": "传入 CUDA Graphs 的表（graphs.frame）",
+    "ex_plan must be a dict with one entry per card: {cards}": "ex_plan 必须是每张卡一项的字典：{cards}",
+    "assign the model you would ship to the T4 to ex_t4_model": "把你要部署到 T4 上的模型赋给 ex_t4_model",
+    "work on a copy (copy.deepcopy): ex_net must stay as it is": "在副本上操作（copy.deepcopy）：ex_net 必须保持原样",
+    "cast the T4 model to FP16 (.half())": "把 T4 模型转换为 FP16（.half()）",
+    "keep less in FP32: only the block that overflows": "少留一些在 FP32：只留会上溢的那个块",
+    "the output still has inf/NaN: does the island reach from the layer that makes the large values to the one that shrinks them?":
+        "输出仍有 inf/NaN：FP32 孤岛是否覆盖了从产生大数值的层到把它们缩小的层？",
+    "the island's weights were rounded: make the island before casting": "孤岛里的权重被舍入了：先建孤岛，再做类型转换",
+    "{name}: use one of the table's method names: {methods}": "{name}：请用表中的方法名之一：{methods}",
+    "{name}: count the setup too: a process of {calls:,} calls takes setup_s + calls × ms":
+        "{name}：准备开销也要算上：一个处理 {calls:,} 次调用的进程耗时 setup_s + 调用次数 × ms",
+    "ex_plan[{card!r}] must be one of {options}": "ex_plan[{card!r}] 必须是 {options} 之一",
+    "ex_plan[{card!r}]: that card does not run {precision} natively (chip_features)":
+        "ex_plan[{card!r}]：这张卡不原生支持 {precision}（见 chip_features）",
+    "ex_plan[{card!r}]: among what the card runs natively and stays within 1 %, keep the fewest weights in FP32 (measure each option's error)":
+        "ex_plan[{card!r}]：在这张卡原生支持且误差不超过 1 % 的选项中，选 FP32 权重最少的（逐个测量各选项的误差）",
+    "ex_t4_model(ex_x.half()) failed: {exc}": "ex_t4_model(ex_x.half()) 运行失败：{exc}",
+    # lesson 09
+    "write a function x -> (data, scale) and assign it to my_rowwise": "写一个函数 x -> (data, scale)，赋给 my_rowwise",
+    "return a tuple (data, scale)": "返回元组 (data, scale)",
+    "one scale per row: shape (rows, 1) (amax over dim=1 with keepdim=True)":
+        "每行一个缩放因子：形状为 (rows, 1)（在 dim=1 上取 amax，keepdim=True）",
+    "scale = 448 / (the row's largest |value|): the quantisation scale, not its inverse":
+        "scale = 448 /（该行最大的 |value|）：是量化缩放因子本身，不是它的倒数",
+    "cast the scaled values to torch.float8_e4m3fn": "把缩放后的值转换为 torch.float8_e4m3fn",
+    "data = (x * scale) clamped to ±448, then cast": "data = (x * scale) 钳位到 ±448，再转换类型",
+    "choice is the string 'fp8' or 'bf16'": "choice 是字符串 'fp8' 或 'bf16'",
+    "no per-layer table here: run section 3a first": "这里没有逐层的表：先运行 3a 节",
+    "the table has no row for width {width}: pick a width it measured": "表中没有宽度 {width} 的行：选一个测过的宽度",
+    "evidence is a number: the speedup column of the row for your width": "evidence 是一个数：你所选宽度那一行的 speedup 列",
+    "evidence: read the speedup of the row whose features equal the model's width, not another row":
+        "evidence：读取 features 等于模型宽度的那一行的 speedup，不是别的行",
+    "speedup below 1 means FP8 is slower at that width: keep those layers in BF16 (and the reverse)":
+        "speedup 小于 1 表示 FP8 在该宽度下更慢：这些层保持 BF16（反之亦然）",
+    "assign an int (not a float or a bool)": "赋一个 int（不是 float，也不是 bool）",
+    "some step still saturates: 2**margin must cover the largest growth of amax over the window's maximum":
+        "仍有某一步饱和：2**margin 必须覆盖 amax 相对窗口内最大值的最大增幅",
+    "no step saturates, but a smaller margin would do: find the smallest": "没有任何一步饱和，但更小的 margin 也够用：找出最小的那个",
+    "write a function (a, b) -> tensor and assign it to fp8_mm": "写一个函数 (a, b) -> 张量，赋给 fp8_mm",
+    "return the (M, N) product": "返回 (M, N) 的乘积",
+    "ask torch._scaled_mm for out_dtype=torch.float32": "调用 torch._scaled_mm 时指定 out_dtype=torch.float32",
+    "the product is far off: the scales torch._scaled_mm takes are the inverses 1/scale":
+        "乘积相差很远：torch._scaled_mm 接收的缩放因子是倒数 1/scale",
+    "quantise both operands tensorwise to E4M3 with scale 448/amax, clamped to ±448":
+        "两个操作数都按整个张量量化为 E4M3，缩放因子为 448/amax，并钳位到 ±448",
+    "my_rowwise raised {kind} ({err}): one scale per row must broadcast against x, so take amax over dim=1 with keepdim=True: shape (rows, 1)":
+        "my_rowwise 抛出了 {kind}（{err}）：每行一个缩放因子，要能与 x 广播，所以在 dim=1 上取 amax 并设 keepdim=True：形状 (rows, 1)",
+    "torch._scaled_mm refused it ({err}): b must be column-major (b.t().contiguous()...t()) and the scales float32 tensors":
+        "torch._scaled_mm 拒绝了它（{err}）：b 必须是列主序（b.t().contiguous()...t()），缩放因子必须是 float32 张量",
+    # lesson 10
+    "half_grads: one gradient per half": "half_grads：每一半各一个梯度",
+    "average the halves' gradients: DDP divides the sum by the number of ranks": "对两半的梯度取平均：DDP 把总和除以 rank 数",
+    "choice is one of 'fp32', 'fp16', 'bf16'": "choice 取 'fp32'、'fp16'、'bf16' 之一",
+    "FP32 gradients put twice the bytes on a link that is already the bottleneck": "FP32 梯度会让本来就是瓶颈的链路多传一倍的字节",
+    "BF16 training has no loss scale: FP16 on the wire flushes small gradients to zero (exercise 3) and can overflow large ones; BF16 keeps FP32's range":
+        "BF16 训练没有损失缩放：以 FP16 通信会让小梯度下溢为零（练习 3），大梯度还可能上溢；BF16 保留了 FP32 的动态范围",
+    "grad_seconds is a number of seconds": "grad_seconds 是一个秒数",
+    "10 GbE carries 10 Gbit/s: divide by its bytes per second, an eighth of that":
+        "10 GbE 每秒传 10 Gbit：要除以它每秒的字节数，也就是它的八分之一",
+    "a BF16 gradient is 2 bytes on the wire, not 4": "BF16 梯度在链路上占 2 个字节，不是 4 个",
+    "grad_seconds: section 8's ring all-reduce time for two ranks, with your dtype's bytes per parameter":
+        "grad_seconds：用第 8 节的环形 all-reduce 时间，两个 rank，按你所选 dtype 每个参数的字节数计算",
+    "cast g_ex to float16, then divide by 8, and count the zeros": "先把 g_ex 转换为 float16，再除以 8，然后数零的个数",
+    "multiply by the scale 2**16 before the cast": "转换之前先乘以缩放因子 2**16",
+    "use_fsdp is True or False": "use_fsdp 是 True 或 False",
+    "compare DDP's bytes per GPU with half the card: is the other half left for gradients and activations?":
+        "把 DDP 每块 GPU 占用的字节数与半块显卡比较：另一半是否还留给梯度和激活值？",
+    "gib_per_gpu: section 7's measured held bytes per parameter (of the setup you chose) for 1.3 billion parameters, in GiB (2**30 bytes)":
+        "gib_per_gpu：用第 7 节实测的每参数占用字节数（你所选方案的），按 13 亿参数计算，单位 GiB（2**30 字节）",
+    "each entry of half_grads is the gradient of one half's mean loss": "half_grads 的每一项是其中一半数据平均损失的梯度",
+    "(this torch build cannot run bf16_compress_hook; on a CUDA build it can)":
+        "（这个 torch 不是以 CUDA 构建的，不能运行 bf16_compress_hook；以 CUDA 构建的 torch 可以）",
+    "{name} is a fraction between 0 and 1": "{name} 是 0 到 1 之间的比例",
+    "traffic_ratio is a number: FSDP2's bytes per step divided by DDP's": "traffic_ratio 是一个数：FSDP2 每步发送的字节数除以 DDP 的",
+    "1.5x is ZeRO's ratio when weights and gradients share one dtype; fsdp_bf16_fp32 gathers 2-byte BF16 weights but reduce-scatters 4-byte FP32 gradients":
+        "1.5 倍是 ZeRO 在权重和梯度同一种 dtype 时的比值；fsdp_bf16_fp32 all-gather 的是 2 字节的 BF16 权重，reduce-scatter 的却是 4 字节的 FP32 梯度",
+    "FSDP2 all-gathers the weights twice per step: for forward, and again for backward (reshard_after_forward=True frees them in between)":
+        "FSDP2 每步 all-gather 两次权重：前向一次，反向再一次（reshard_after_forward=True 在两次之间释放它们）",
+    "DDP here is ddp_fp32: a ring all-reduce of FP32 gradients sends its payload twice, 2(N-1)/N; an all-gather or a reduce-scatter sends it once, (N-1)/N":
+        "这里的 DDP 是 ddp_fp32：FP32 梯度的环形 all-reduce 把数据发送两遍，即 2(N-1)/N；all-gather 或 reduce-scatter 只发送一遍，即 (N-1)/N",
+    "traffic_ratio: section 8's rule for each collective, with the bytes per parameter each one moves":
+        "traffic_ratio：对每个集合通信用第 8 节的规则，并按它每个参数传输的字节数计算",
+    "keep the FP32 weights: MixedPrecisionPolicy(param_dtype=torch.float16) casts for compute; model.half() makes the master weights and the gradients FP16, and GradScaler refuses those":
+        "保留 FP32 权重：MixedPrecisionPolicy(param_dtype=torch.float16) 只在计算时转换；model.half() 会把主权重和梯度都变成 FP16，而 GradScaler 拒绝处理它们",
+    "keep the FP32 weights: MixedPrecisionPolicy(param_dtype=torch.float16) casts for compute; model.half() makes the master weights FP16":
+        "保留 FP32 权重：MixedPrecisionPolicy(param_dtype=torch.float16) 只在计算时转换；model.half() 会把主权重变成 FP16",
+    "the script failed under torchrun: {line}": "脚本在 torchrun 下运行失败：{line}",
+    "start the script with torchrun (python -m torch.distributed.run --standalone --nproc_per_node=2 ...): it sets RANK, WORLD_SIZE and the rendezvous":
+        "用 torchrun 启动脚本（python -m torch.distributed.run --standalone --nproc_per_node=2 ...）：它会设置 RANK、WORLD_SIZE 和 rendezvous",
+    "save with torch.distributed.checkpoint (dcp.save) into job_dir / \"ckpt\" on every rank: torch.save on rank 0 writes no sharded checkpoint":
+        "在每个 rank 上用 torch.distributed.checkpoint（dcp.save）保存到 job_dir / \"ckpt\"：只在 rank 0 上 torch.save 写不出分片检查点",
+    "job_run is what subprocess.run returned when it launched your script with torchrun":
+        "job_run 是 subprocess.run 用 torchrun 启动你的脚本时返回的结果",
+    "no result.json in job_dir: rank 0 writes it at the end of the script": "job_dir 里没有 result.json：由 rank 0 在脚本末尾写入",
+    "two ranks on gloo: --nproc_per_node=2, and init_process_group(\"gloo\") (the CPU backend)":
+        "两个 rank、使用 gloo：--nproc_per_node=2，并且 init_process_group(\"gloo\")（CPU 后端）",
+    "pass mp_policy=MixedPrecisionPolicy(param_dtype=torch.float16) to every fully_shard call: without it FSDP2 computes in the weights' own FP32":
+        "在每次调用 fully_shard 时传入 mp_policy=MixedPrecisionPolicy(param_dtype=torch.float16)：没有它，FSDP2 就按权重本身的 FP32 计算",
+    "the checkpoint holds no model weights: save get_state_dict(model, opt)'s model part under \"model\"":
+        "检查点里没有模型权重：把 get_state_dict(model, opt) 的模型部分保存在 \"model\" 下",
+    "shard every Linear and then the whole model with fully_shard: each rank should save its half of every weight, not a full copy":
+        "用 fully_shard 先分片每个 Linear，再分片整个模型：每个 rank 应保存每个权重的一半，而不是完整副本",
+    "put scaler.state_dict() into what dcp.save writes (under \"scaler\"): a resumed FP16 run must continue at the saved loss scale":
+        "把 scaler.state_dict() 放进 dcp.save 写入的内容（在 \"scaler\" 下）：恢复的 FP16 训练必须从保存的损失缩放值继续",
+    "load the checkpoint back with dcp.load, then set_state_dict and scaler.load_state_dict: the weights and the scale afterwards must equal those saved":
+        "用 dcp.load 把检查点读回来，再调用 set_state_dict 和 scaler.load_state_dict：之后的权重和缩放值必须与保存时相同",
+}
