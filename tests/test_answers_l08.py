@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from fp16lab.course.answers import l08
+from fp16lab.course.answers import WrongAnswer, l08
 from fp16lab.labs.inference.islands import keep_in_fp32
 
 # ----------------------------------------------------------------- exercise 1: a batch for a budget
@@ -40,6 +40,14 @@ def test_batch_for_budget_accepts_the_most_throughput_within_the_budget(capsys):
 def test_batch_for_budget_rejects_wrong_choices(batch, words):
     with pytest.raises(AssertionError, match=words):
         l08.check_batch_for_budget(sweep(), batch, budget_x=20)
+
+
+def test_batch_for_budget_wants_the_services_precision():
+    # On this CPU (quick mode) EX_PRECISION is FP32: a sweep in another precision measures another service.
+    wrong = sweep().assign(precision="bf16", device="cpu")
+    with pytest.raises(WrongAnswer, match=r"EX_PRECISION \(fp32\), your sweep in bf16"):
+        l08.check_batch_for_budget(wrong, 64, budget_x=20)
+    l08.check_batch_for_budget(sweep().assign(device="cpu"), 64, budget_x=20)
 
 
 def test_batch_for_budget_wants_a_table_that_shows_where_the_budget_binds():
@@ -74,6 +82,7 @@ def test_graph_method_counts_the_setup(capsys):
          "ex_method_short: count the setup"),  # the fastest per call, setup ignored
         ("eager", "eager", "ex_method_short: count the setup"),  # no setup at all
         ("CUDA graph (torch.cuda.CUDAGraph)", "CUDA graph (torch.cuda.CUDAGraph)", "ex_method_long: count the setup"),
+        ('torch.compile(mode="reduce-overhead")', "CUDA graph (torch.cuda.CUDAGraph)", "swapped"),  # short <-> long
         ("graph", "compile", "ex_method_short: use one of the table's method names"),
         (None, None, "use one of the table's method names"),
     ],
@@ -81,6 +90,27 @@ def test_graph_method_counts_the_setup(capsys):
 def test_graph_method_rejects_wrong_choices(short, long, words):
     with pytest.raises(AssertionError, match=words):
         l08.check_graph_method(graph_table(), short, long)
+
+
+def test_graph_method_names_mixed_units():
+    # A longer compile: ignoring the setup picks compile, adding seconds to milliseconds picks the graph
+    # (its per-call ms, read as seconds, outweighs the compile's setup), and the right total picks eager.
+    table = pd.DataFrame({"method": ["eager", "CUDA graph (torch.cuda.CUDAGraph)", 'torch.compile(mode="reduce-overhead")'],
+                          "status": "ok", "ms": [1.0, 0.9, 0.2], "setup_s": [0.0, 0.5, 800.0]})
+    right = "eager"  # 1,000 calls: eager 1.0 s, graph 1.4 s, compile 800.2 s
+    long_right = 'torch.compile(mode="reduce-overhead")'  # 10^7 calls: 10,000 s, 9,000.5 s, 2,800 s
+    l08.check_graph_method(table, right, long_right)
+    with pytest.raises(WrongAnswer, match="ex_method_short: units: ms is milliseconds"):
+        l08.check_graph_method(table, "CUDA graph (torch.cuda.CUDAGraph)", long_right)
+    with pytest.raises(WrongAnswer, match="ex_method_short: count the setup too: a process"):
+        l08.check_graph_method(table, 'torch.compile(mode="reduce-overhead")', long_right)
+
+
+def test_graph_method_hints_alone():
+    # A wrong answer is a WrongAnswer: IPython shows its hint, not the checker's source (and so the answer).
+    with pytest.raises(WrongAnswer) as info:
+        l08.check_graph_method(graph_table(), "eager", "eager")
+    assert info.value._render_traceback_() == [f"✗ {info.value.args[0]}"]
 
 
 # ----------------------------------------------------------------- exercise 3: a plan per card

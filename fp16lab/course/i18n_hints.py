@@ -300,6 +300,14 @@ HINTS: dict[str, str] = {
     "ex_plan[{card!r}]: among what the card runs natively and stays within 1 %, keep the fewest weights in FP32 (measure each option's error)":
         "ex_plan[{card!r}]：在这张卡原生支持且误差不超过 1 % 的选项中，选 FP32 权重最少的（逐个测量各选项的误差）",
     "ex_t4_model(ex_x.half()) failed: {exc}": "ex_t4_model(ex_x.half()) 运行失败：{exc}",
+    "the service runs in EX_PRECISION ({want}), your sweep in {got}: latency and throughput depend on the precision, so sweep precisions=[EX_PRECISION]":
+        "服务以 EX_PRECISION（{want}）运行，你的扫描却用了 {got}：延迟和吞吐量都取决于精度，所以请用 precisions=[EX_PRECISION] 扫描",
+    "ex_method_short and ex_method_long are swapped: the short process has fewer calls to pay back a setup":
+        "ex_method_short 和 ex_method_long 填反了：短进程的调用次数更少，更难摊回准备开销",
+    "{name}: units: ms is milliseconds per call, setup_s is seconds: convert (calls × ms / 1000) before adding them":
+        "{name}：单位不一致：ms 是每次调用的毫秒数，setup_s 是秒：先换算（调用次数 × ms / 1000）再相加",
+    "{name}: count the setup too, in the same unit as the calls: a process of {calls:,} calls takes setup_s + calls × ms / 1000 seconds":
+        "{name}：准备开销也要算上，且与调用耗时用同一单位：一个处理 {calls:,} 次调用的进程耗时 setup_s + 调用次数 × ms / 1000 秒",
     # lesson 09
     "write a function x -> (data, scale) and assign it to my_rowwise": "写一个函数 x -> (data, scale)，赋给 my_rowwise",
     "return a tuple (data, scale)": "返回元组 (data, scale)",

@@ -14,7 +14,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from fp16lab.course.answers import verdict
+from fp16lab.course.answers import WrongAnswer, require, verdict
 from fp16lab.course.i18n import tr
 
 __all__ = ["SHORT_CALLS", "LONG_CALLS", "PLAN_OPTIONS", "PLAN_CARDS", "check_batch_for_budget",
@@ -27,10 +27,12 @@ PLAN_CARDS = ("a100-40gb", "t4")
 _TOLERANCE = 0.01  # of FP32's largest |output|
 
 
-def _need(ok: bool, hint: str) -> None:
-    """One condition of a check: AssertionError with ``hint`` when it fails (the verdict prints once, at the end)."""
-    if not ok:
-        raise AssertionError(hint)
+def _expected_precision(device: str) -> str:
+    """Exercise 1's EX_PRECISION, from the same rule as the lesson: FP32 in quick mode, else BF16 where native."""
+    from fp16lab.course.runtime.quick import pick
+    from fp16lab.labs.inference.infer import supports
+
+    return pick(quick="fp32", full="bf16" if supports("bf16", device) else "fp16")
 
 
 # ------------------------------------------------------------------ exercise 1
@@ -38,25 +40,30 @@ def _need(ok: bool, hint: str) -> None:
 
 def check_batch_for_budget(sweep: Any, batch: Any, budget_x: float) -> None:
     """The batch with the most items/s among the rows of ``sweep`` that take at most ``budget_x`` × batch 1's time."""
-    _need(isinstance(sweep, pd.DataFrame) and len(sweep) > 0, tr("assign latency_sweep's table to ex_sweep"))
+    require(isinstance(sweep, pd.DataFrame) and len(sweep) > 0, tr("assign latency_sweep's table to ex_sweep"))
     need = {"batch", "status", "ms_per_batch", "items_per_s"}
-    _need(need <= set(sweep.columns), tr("ex_sweep should be the table latency_sweep returns"))
+    require(need <= set(sweep.columns), tr("ex_sweep should be the table latency_sweep returns"))
     ok = sweep[sweep["status"] == "ok"]
-    _need(ok["batch"].nunique() == len(ok) and len(ok) >= 4,
-          tr("sweep one precision at four or more batch sizes (one row per batch)"))
-    _need(1 in set(ok["batch"]), tr("include batch 1: the budget is a multiple of its latency"))
+    require(ok["batch"].nunique() == len(ok) and len(ok) >= 4,
+            tr("sweep one precision at four or more batch sizes (one row per batch)"))
+    if {"precision", "device"} <= set(ok.columns):  # latency_sweep's table says which precision and device it ran
+        want, got = _expected_precision(str(ok["device"].iloc[0])), str(ok["precision"].iloc[0])
+        require(got == want, tr("the service runs in EX_PRECISION ({want}), your sweep in {got}: latency and "
+                                "throughput depend on the precision, so sweep precisions=[EX_PRECISION]",
+                                want=want, got=got))
+    require(1 in set(ok["batch"]), tr("include batch 1: the budget is a multiple of its latency"))
     budget_ms = budget_x * float(ok.loc[ok["batch"] == 1, "ms_per_batch"].iloc[0])
-    _need(bool((ok["ms_per_batch"] > budget_ms).any()),
-          tr("measure past the budget: include batch sizes whose latency exceeds it, to show where it binds"))
-    _need(batch is not None and not isinstance(batch, bool) and isinstance(batch, (int, float)),
-          tr("assign the batch size you choose (a number) to ex_batch"))
+    require(bool((ok["ms_per_batch"] > budget_ms).any()),
+            tr("measure past the budget: include batch sizes whose latency exceeds it, to show where it binds"))
+    require(batch is not None and not isinstance(batch, bool) and isinstance(batch, (int, float)),
+            tr("assign the batch size you choose (a number) to ex_batch"))
     row = ok[ok["batch"] == batch]
-    _need(len(row) == 1, tr("choose one of the batch sizes your table measured"))
-    _need(float(row["ms_per_batch"].iloc[0]) <= budget_ms,
-          tr("that batch takes longer than the budget: a request waits for its whole batch (ms_per_batch)"))
+    require(len(row) == 1, tr("choose one of the batch sizes your table measured"))
+    require(float(row["ms_per_batch"].iloc[0]) <= budget_ms,
+            tr("that batch takes longer than the budget: a request waits for its whole batch (ms_per_batch)"))
     best = ok.loc[ok["ms_per_batch"] <= budget_ms, "items_per_s"].max()
-    _need(float(row["items_per_s"].iloc[0]) >= 0.9 * best,
-          tr("within the budget a larger batch serves more items per second: take the most throughput that fits"))
+    require(float(row["items_per_s"].iloc[0]) >= 0.9 * best,
+            tr("within the budget a larger batch serves more items per second: take the most throughput that fits"))
     verdict(True, "")
 
 
@@ -68,19 +75,43 @@ def _total_s(row: pd.Series, calls: int) -> float:
     return setup + calls * float(row["ms"]) / 1e3
 
 
+def _best(ok: pd.DataFrame, cost: Any) -> str:
+    """The method with the least ``cost(row)`` (ties: the first in the table)."""
+    costs = {m: cost(r) for m, r in ok.iterrows()}
+    return min(costs, key=costs.__getitem__)
+
+
 def check_graph_method(frame: Any, short: Any, long: Any) -> None:
     """For each process length, the method with the least setup + calls × time per call in ``frame``."""
-    _need(isinstance(frame, pd.DataFrame) and {"method", "status", "ms"} <= set(frame.columns),
+    require(isinstance(frame, pd.DataFrame) and {"method", "status", "ms"} <= set(frame.columns),
             tr("pass the CUDA-graph table (graphs.frame)"))
     ok = frame[frame["status"] == "ok"].set_index("method")
-    for name, answer, calls in (("ex_method_short", short, SHORT_CALLS), ("ex_method_long", long, LONG_CALLS)):
-        _need(isinstance(answer, str) and answer in ok.index,
+    for name, answer in (("ex_method_short", short), ("ex_method_long", long)):
+        require(isinstance(answer, str) and answer in ok.index,
                 tr("{name}: use one of the table's method names: {methods}", name=name, methods=list(ok.index)))
-        totals = {m: _total_s(r, calls) for m, r in ok.iterrows()}
-        best = min(totals.values())
-        _need(totals[answer] <= 1.02 * best,
-                tr("{name}: count the setup too: a process of {calls:,} calls takes setup_s + calls × ms",
-                   name=name, calls=calls))
+    right = {calls: _best(ok, lambda r, c=calls: _total_s(r, c)) for calls in (SHORT_CALLS, LONG_CALLS)}
+    ok_short = _total_s(ok.loc[short], SHORT_CALLS) <= 1.02 * _total_s(ok.loc[right[SHORT_CALLS]], SHORT_CALLS)
+    ok_long = _total_s(ok.loc[long], LONG_CALLS) <= 1.02 * _total_s(ok.loc[right[LONG_CALLS]], LONG_CALLS)
+    swapped = (not ok_short and not ok_long and short == right[LONG_CALLS] and long == right[SHORT_CALLS])
+    require(not swapped, tr("ex_method_short and ex_method_long are swapped: the short process has fewer calls "
+                            "to pay back a setup"))
+    setup = ok["setup_s"].fillna(0) if "setup_s" in ok else pd.Series(0.0, index=ok.index)
+    for name, answer, calls, fine in (("ex_method_short", short, SHORT_CALLS, ok_short),
+                                      ("ex_method_long", long, LONG_CALLS, ok_long)):
+        if fine:
+            continue
+        no_setup = _best(ok, lambda r, c=calls: c * float(r["ms"]))
+        mixed = _best(ok, lambda r, c=calls, s=setup: float(s[r.name]) + c * float(r["ms"]))  # ms read as seconds
+        if answer == mixed and answer != no_setup:
+            hint = tr("{name}: units: ms is milliseconds per call, setup_s is seconds: convert (calls × ms / 1000) "
+                      "before adding them", name=name)
+        elif answer == mixed:
+            hint = tr("{name}: count the setup too, in the same unit as the calls: a process of {calls:,} calls "
+                      "takes setup_s + calls × ms / 1000 seconds", name=name, calls=calls)
+        else:
+            hint = tr("{name}: count the setup too: a process of {calls:,} calls takes setup_s + calls × ms",
+                      name=name, calls=calls)
+        raise WrongAnswer(hint)
     verdict(True, "")
 
 
@@ -144,34 +175,34 @@ def _best_plan(net: nn.Module, x: torch.Tensor, card: str) -> str:
 
 def check_card_plan(plan: Any, model: Any, net: nn.Module, x: torch.Tensor) -> None:
     """``plan`` names the right option per card; ``model`` is a correct FP16 model for the T4."""
-    _need(isinstance(plan, dict) and set(plan) == set(PLAN_CARDS),
+    require(isinstance(plan, dict) and set(plan) == set(PLAN_CARDS),
             tr("ex_plan must be a dict with one entry per card: {cards}", cards=list(PLAN_CARDS)))
     for card in PLAN_CARDS:
-        _need(plan[card] in PLAN_OPTIONS, tr("ex_plan[{card!r}] must be one of {options}", card=card,
-                                                   options=list(PLAN_OPTIONS)))
-        _need(plan[card].split()[0] in _card_runs(card),
+        require(plan[card] in PLAN_OPTIONS, tr("ex_plan[{card!r}] must be one of {options}", card=card,
+                                                     options=list(PLAN_OPTIONS)))
+        require(plan[card].split()[0] in _card_runs(card),
                 tr("ex_plan[{card!r}]: that card does not run {precision} natively (chip_features)", card=card,
                    precision=plan[card].split()[0]))
     for card in PLAN_CARDS:
-        _need(plan[card] == _best_plan(net, x, card),
+        require(plan[card] == _best_plan(net, x, card),
                 tr("ex_plan[{card!r}]: among what the card runs natively and stays within 1 %, "
                    "keep the fewest weights in FP32 (measure each option's error)", card=card))
-    _need(isinstance(model, nn.Module), tr("assign the model you would ship to the T4 to ex_t4_model"))
-    _need(model is not net, tr("work on a copy (copy.deepcopy): ex_net must stay as it is"))
+    require(isinstance(model, nn.Module), tr("assign the model you would ship to the T4 to ex_t4_model"))
+    require(model is not net, tr("work on a copy (copy.deepcopy): ex_net must stay as it is"))
     last = list(model.parameters())[-1] if any(True for _ in model.parameters()) else None
-    _need(last is not None and last.dtype == torch.float16, tr("cast the T4 model to FP16 (.half())"))
+    require(last is not None and last.dtype == torch.float16, tr("cast the T4 model to FP16 (.half())"))
     block = _island_name(net)
     fp32 = [n for n, p in model.named_parameters() if p.dtype == torch.float32]
-    _need(_fp32_params(model) <= sum(p.numel() for p in net.get_submodule(block).parameters()),
+    require(_fp32_params(model) <= sum(p.numel() for p in net.get_submodule(block).parameters()),
             tr("keep less in FP32: only the block that overflows"))
     try:
         err = _error(model, torch.float16, net, x)
     except RuntimeError as exc:
-        raise AssertionError(tr("ex_t4_model(ex_x.half()) failed: {exc}", exc=exc)) from None
-    _need(math.isfinite(err), tr("the output still has inf/NaN: does the island reach from the layer that "
-                                "makes the large values to the one that shrinks them?"))
+        raise WrongAnswer(tr("ex_t4_model(ex_x.half()) failed: {exc}", exc=exc)) from None
+    require(math.isfinite(err), tr("the output still has inf/NaN: does the island reach from the layer that "
+                                   "makes the large values to the one that shrinks them?"))
     kept = dict(net.named_parameters())
     exact = all(torch.equal(p, kept[n.replace(".module.", ".")]) for n, p in model.named_parameters()
                 if n in fp32 and n.replace(".module.", ".") in kept)
-    _need(exact and err <= _TOLERANCE, tr("the island's weights were rounded: make the island before casting"))
+    require(exact and err <= _TOLERANCE, tr("the island's weights were rounded: make the island before casting"))
     verdict(True, "")
