@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from fp16lab.course.answers import l09
+from fp16lab.course.answers import WrongAnswer, l09
 from fp16lab.labs.fp8 import fp8_capable
 
 needs_cpu_fp8 = pytest.mark.skipif(not fp8_capable("cpu").ok, reason="this torch has no CPU kernel for FP8 matmuls")
@@ -18,12 +18,14 @@ needs_cpu_fp8 = pytest.mark.skipif(not fp8_capable("cpu").ok, reason="this torch
 
 # ------------------------------------------------------------------ exercise 1: rowwise by hand
 
-def _rowwise(x, *, per_row=True, inverse=False, keepdim=True, clamp=True):
-    amax = x.abs().amax(dim=1, keepdim=keepdim) if per_row else x.abs().amax().reshape(1, 1).expand(x.shape[0], 1)
-    amax = amax.float().clamp(min=1e-12)
+def _rowwise(x, *, per_row=True, inverse=False, keepdim=True, clamp=True, dtype=torch.float32,
+             fmt=torch.float8_e4m3fn, dim=1, absolute=True):
+    mag = x.abs() if absolute else x
+    amax = mag.amax(dim=dim, keepdim=keepdim) if per_row else mag.amax().reshape(1, 1).expand(x.shape[0], 1)
+    amax = amax.to(dtype).clamp(min=1e-12)
     scale = amax / 448.0 if inverse else 448.0 / amax
     scaled = x.float() * scale  # without keepdim this cannot broadcast: the learner's function raises
-    data = (scaled.clamp(-448.0, 448.0) if clamp else scaled).to(torch.float8_e4m3fn)
+    data = (scaled.clamp(-448.0, 448.0) if clamp else scaled).to(fmt)
     return data, scale
 
 
@@ -39,10 +41,15 @@ def test_rowwise_check_accepts_the_solution(capsys):
     (lambda x: (x.to(torch.float8_e4m3fn), x.abs().amax(dim=1)), "shape \\(rows, 1\\)"),  # no keepdim, no broadcast
     (lambda x: _rowwise(x)[0], "return a tuple"),
     ("not a function", "assign it to my_rowwise"),
+    (lambda x: _rowwise(x, dtype=torch.bfloat16), "scale must be float32"),  # right formula, 16-bit scale
+    (lambda x: _rowwise(x, absolute=False), "the row's largest \\|value\\|"),  # amax without abs()
+    (lambda x: _rowwise(x, dim=0), "shape \\(rows, 1\\)"),  # one scale per column
+    (lambda x: _rowwise(x, fmt=torch.float8_e5m2), "torch.float8_e4m3fn"),
 ])
-def test_rowwise_check_rejects_wrong_answers(wrong, hint):
-    with pytest.raises(AssertionError, match=hint):
+def test_rowwise_check_rejects_wrong_answers(wrong, hint, capsys):
+    with pytest.raises(WrongAnswer, match=hint):
         l09.check_rowwise(wrong)
+    assert "✓" not in capsys.readouterr().out  # a partly right answer shows no tick before its hint
 
 
 # ------------------------------------------------------------------ exercise 2: FP8 or BF16 for a width
@@ -52,32 +59,46 @@ def _layers(speedups: dict[int, float]) -> pd.DataFrame:
                          "hp_ms": 1.0, "fp8_ms": [1.0 / s for s in speedups.values()], "error": ""})
 
 
-SLOW_AT_1024 = _layers({512: 0.65, 1024: 0.92, 2048: 0.82, 4096: 1.05})
+SLOW_AT_1024 = _layers({512: 0.65, 1024: 0.82, 2048: 0.88, 4096: 1.05})
 FAST_AT_1024 = _layers({512: 0.9, 1024: 1.3, 2048: 1.5})
+TIE_AT_1024 = _layers({512: 0.597, 1024: 1.071, 2048: 0.610, 4096: 0.914})  # the H200 reference's shape
 
 
-@pytest.mark.parametrize(("layers", "choice", "evidence"), [(SLOW_AT_1024, "bf16", 0.92), (FAST_AT_1024, "fp8", 1.3)])
+@pytest.mark.parametrize(("layers", "choice", "evidence"), [(SLOW_AT_1024, "bf16", 0.82), (FAST_AT_1024, "fp8", 1.3)])
 def test_layer_choice_accepts_the_measured_answer(layers, choice, evidence, capsys):
     l09.check_layer_choice(choice, evidence, layers, 1024)
-    assert "correct" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert out.count("✓") == 1 and "correct" in out and "tie" not in out
+
+
+def test_layer_choice_calls_a_tie_a_tie(capsys):
+    l09.check_layer_choice("fp8", 1.071, TIE_AT_1024, 1024)
+    out = capsys.readouterr().out
+    assert out.count("✓") == 1 and "a tie" in out
+    with pytest.raises(WrongAnswer, match="speedup below 1 means"):  # the inverted decision, even inside the tie
+        l09.check_layer_choice("bf16", 1.071, TIE_AT_1024, 1024)
 
 
 @pytest.mark.parametrize(("choice", "evidence", "hint"), [
     ("fp8", 1.05, "read the speedup of the row"),      # the best row of the table, not the model's width
-    ("fp8", 0.92, "speedup below 1 means FP8 is slower"),  # right number, FP8 anyway ("twice as fast")
-    ("fp8", 1 / 0.92, "read the speedup of the row"),  # the ratio inverted
-    ("FP8", 0.92, "'fp8' or 'bf16'"),
-    ("bf16", "0.92", "evidence is a number"),
+    ("fp8", 0.82, "speedup below 1 means FP8 is slower"),  # right number, FP8 anyway ("twice as fast")
+    ("fp8", 1 / 0.82, "evidence is inverted"),  # the ratio inverted: fp8_ms / hp_ms
+    ("fp8", 1.0 / 0.82, "hp_ms / fp8_ms"),
+    ("bf16", 1.0, "evidence is a time in ms"),  # hp_ms read instead of the speed-up
+    ("fp8", 2.0, "not a datasheet ratio"),  # the cited FP8/BF16 peak ratio, typed in
+    ("FP8", 0.82, "'fp8' or 'bf16'"),
+    ("bf16", "0.82", "evidence is a number"),
 ])
-def test_layer_choice_rejects_wrong_answers(choice, evidence, hint):
-    with pytest.raises(AssertionError, match=hint):
+def test_layer_choice_rejects_wrong_answers(choice, evidence, hint, capsys):
+    with pytest.raises(WrongAnswer, match=hint):
         l09.check_layer_choice(choice, evidence, SLOW_AT_1024, 1024)
+    assert "✓" not in capsys.readouterr().out
 
 
 def test_layer_choice_needs_a_measured_width():
-    with pytest.raises(AssertionError, match="no row for width 1024"):
+    with pytest.raises(WrongAnswer, match="no row for width 1024"):
         l09.check_layer_choice("bf16", 1.0, _layers({512: 0.6}), 1024)
-    with pytest.raises(AssertionError, match="run section 3a first"):
+    with pytest.raises(WrongAnswer, match="cannot run here.*run section 3a first"):
         l09.check_layer_choice("bf16", 1.0, None, 1024)
 
 
@@ -109,16 +130,25 @@ def test_margin_check_accepts_the_smallest_margin(capsys):
     (2.0, "assign an int"),
     (True, "assign an int"),
 ])
-def test_margin_check_rejects_wrong_answers(margin, hint):
-    with pytest.raises(AssertionError, match=hint):
+def test_margin_check_rejects_wrong_answers(margin, hint, capsys):
+    with pytest.raises(WrongAnswer, match=hint):
         l09.check_margin(margin, AMAX, 2)
+    assert "✓" not in capsys.readouterr().out
+
+
+def test_margin_check_without_a_history_says_so():
+    with pytest.raises(WrongAnswer, match="cannot run here.*probe training"):
+        l09.check_margin(0, [], 2)
 
 
 # ------------------------------------------------------------------ exercise 4: fix an FP8 matmul call
 
-def _fp8_mm(a, b, *, invert=True, col_major=True, out_dtype=torch.float32, fmt=torch.float8_e4m3fn):
-    sa, sb = 448.0 / a.abs().max().float(), 448.0 / b.abs().max().float()
+def _fp8_mm(a, b, *, invert=True, col_major=True, out_dtype=torch.float32, fmt=torch.float8_e4m3fn,
+            a_col_major=False, scale_dtype=torch.float32):
+    sa, sb = 448.0 / a.abs().max().to(scale_dtype), 448.0 / b.abs().max().to(scale_dtype)
     fa = (a * sa).clamp(-448, 448).to(fmt)
+    if a_col_major:
+        fa = fa.t().contiguous().t()
     if col_major:
         fb = (b.t().contiguous() * sb).clamp(-448, 448).to(torch.float8_e4m3fn).t()
     else:
@@ -138,8 +168,23 @@ def test_fp8_mm_check_accepts_the_fix(capsys):
     (lambda a, b: _fp8_mm(a, b, invert=False), "inverses 1/scale"),
     (lambda a, b: _fp8_mm(a, b, out_dtype=torch.bfloat16), "out_dtype=torch.float32"),
     (lambda a, b: _fp8_mm(a, b, fmt=torch.float8_e5m2), "tensorwise to E4M3|refused"),
-    (lambda a, b: (a @ b)[:, :10], "return the \\(M, N\\) product"),
+    (lambda a, b: (a @ b)[:, :10], "torch._scaled_mm \\(the exercise's operator\\)"),
+    (lambda a, b: _fp8_mm(a, b, col_major=False), "second operand is row-major"),  # the CPU kernel runs it
+    (lambda a, b: _fp8_mm(a, b, col_major=False, invert=False), "second operand is row-major"),  # nothing fixed
+    (lambda a, b: _fp8_mm(a, b, a_col_major=True), "first operand must stay row-major"),  # layout fixed on a
+    (lambda a, b: _fp8_mm(a, b, scale_dtype=torch.float64), "float32 tensors"),  # right formula, float64 scales
+    (lambda a, b: a @ b, "call torch._scaled_mm"),  # FP32 product, no FP8 at all
 ])
-def test_fp8_mm_check_rejects_wrong_answers(wrong, hint):
-    with pytest.raises(AssertionError, match=hint):
+def test_fp8_mm_check_rejects_wrong_answers(wrong, hint, capsys):
+    with pytest.raises(WrongAnswer, match=hint):
         l09.check_fp8_mm(wrong)
+    assert "✓" not in capsys.readouterr().out
+
+
+@needs_cpu_fp8
+def test_the_cpu_kernel_accepts_the_row_major_operand_the_check_rejects():
+    """Why the check records the call: here the mistake runs and gives the right product."""
+    a = torch.randn(32, 64, generator=torch.Generator().manual_seed(4))
+    b = torch.randn(64, 48, generator=torch.Generator().manual_seed(5))
+    out = _fp8_mm(a, b, col_major=False)
+    assert ((out - a @ b).norm() / (a @ b).norm()).item() < 0.1

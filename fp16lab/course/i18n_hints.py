@@ -340,6 +340,26 @@ HINTS: dict[str, str] = {
         "my_rowwise 抛出了 {kind}（{err}）：每行一个缩放因子，要能与 x 广播，所以在 dim=1 上取 amax 并设 keepdim=True：形状 (rows, 1)",
     "torch._scaled_mm refused it ({err}): b must be column-major (b.t().contiguous()...t()) and the scales float32 tensors":
         "torch._scaled_mm 拒绝了它（{err}）：b 必须是列主序（b.t().contiguous()...t()），缩放因子必须是 float32 张量",
+    "scale must be float32, as torch._scaled_mm takes it: a 16-bit scale is rounded (compute amax and 448 / amax in float32)":
+        "scale 必须是 float32，torch._scaled_mm 就按 float32 接收：16 位的缩放因子会被舍入（用 float32 计算 amax 和 448 / amax）",
+    "evidence is inverted: speedup = BF16 time / FP8 time (hp_ms / fp8_ms), above 1 when FP8 is faster":
+        "evidence 取反了：speedup = BF16 时间 / FP8 时间（hp_ms / fp8_ms），FP8 更快时大于 1",
+    "evidence is a time in ms: the speed-up is the ratio hp_ms / fp8_ms (the speedup column)":
+        "evidence 是一个以 ms 计的时间：加速比是比值 hp_ms / fp8_ms（speedup 列）",
+    "evidence is not in the table: use the measured speedup at the model's width, not a datasheet ratio or a typed-in number":
+        "evidence 不在表中：用模型宽度处实测的 speedup，不要用规格书上的比值或手写的数",
+    "correct reading of the table, and a tie: this speed-up is within {tie:.0%} of 1, closer than one timing per width can resolve; section 3a says which measurement decides":
+        "表读对了，但两者持平：这个加速比与 1 相差不到 {tie:.0%}，每个宽度只计时一次分辨不出这么小的差别；3a 节说明由哪项测量来决定",
+    "amax_log holds fewer than two steps: run section 2's probe training first":
+        "amax_log 不足两步：先运行第 2 节的探测训练",
+    "the second operand is row-major: CUDA's torch._scaled_mm wants it column-major (this CPU kernel accepts both); quantise b.t().contiguous() and pass its .t()":
+        "第二个操作数是行主序：CUDA 上的 torch._scaled_mm 要求列主序（这里的 CPU 核函数（kernel）两种都接受）；量化 b.t().contiguous()，再传入它的 .t()",
+    "the first operand must stay row-major: the column-major layout belongs to the second, b":
+        "第一个操作数必须保持行主序：列主序是对第二个操作数 b 的要求",
+    "pass scale_a and scale_b as float32 tensors (0-d for tensorwise): torch._scaled_mm takes no Python floats and no 16-bit scales":
+        "scale_a 和 scale_b 要传 float32 张量（按整个张量缩放时为 0 维）：torch._scaled_mm 不接受 Python float，也不接受 16 位的缩放因子",
+    "call torch._scaled_mm (the exercise's operator) for the product":
+        "用 torch._scaled_mm（本练习指定的算子）计算乘积",
     # lesson 10
     "half_grads: one gradient per half": "half_grads：每一半各一个梯度",
     "average the halves' gradients: DDP divides the sum by the number of ranks": "对两半的梯度取平均：DDP 把总和除以 rank 数",
