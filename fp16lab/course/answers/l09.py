@@ -59,7 +59,11 @@ def _evidence_hint(evidence: float, layers: pd.DataFrame, width: int) -> str:
     """Name the mistake behind a wrong ``evidence``: an inverted ratio, a time, another row, or a number from elsewhere."""
     ok = _measured(layers)
     row = ok[ok.features == width].iloc[0]
-    near = lambda v: math.isfinite(float(v)) and abs(evidence - float(v)) <= 0.005 * max(1.0, abs(float(v)))  # noqa: E731
+
+    def near(value: object) -> bool:
+        v = float(value)  # type: ignore[arg-type]
+        return math.isfinite(v) and abs(evidence - v) <= 0.005 * max(1.0, abs(v))
+
     if near(1.0 / float(row.speedup)):
         return tr("evidence is inverted: speedup = BF16 time / FP8 time (hp_ms / fp8_ms), above 1 when FP8 is faster")
     if any(near(row[c]) for c in ("hp_ms", "fp8_ms") if c in row):
