@@ -43,6 +43,10 @@ def test_outputs_are_fresh_and_clean(path):
         assert not errors, f"{path.name}: stored error output in cell:\n{c.source[:200]}"
         assert "torch.cuda.amp" not in c.source, f"{path.name}: deprecated torch.cuda.amp in code"
     assert "widgets" not in nb.metadata
+    if meta["mode"] == "full":  # a kernel given a non-inline matplotlib backend stores no figure, and says nothing
+        lost = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "plt.show()" in c.source
+                and not any("image/png" in o.get("data", {}) for o in c.outputs)]
+        assert not lost, f"{path.name}: cells {lost} show a figure but store none (was MPLBACKEND set for the run?)"
 
 
 def _nb(src: str):
