@@ -19,11 +19,17 @@ needs_cpu_fp8 = pytest.mark.skipif(not fp8_capable("cpu").ok, reason="this torch
 # ------------------------------------------------------------------ exercise 1: rowwise by hand
 
 def _rowwise(x, *, per_row=True, inverse=False, keepdim=True, clamp=True, dtype=torch.float32,
-             fmt=torch.float8_e4m3fn, dim=1, absolute=True):
+             fmt=torch.float8_e4m3fn, dim=1, absolute=True, floor=1e-12, fmt_max=448.0, mean=False, rounded=False):
     mag = x.abs() if absolute else x
-    amax = mag.amax(dim=dim, keepdim=keepdim) if per_row else mag.amax().reshape(1, 1).expand(x.shape[0], 1)
-    amax = amax.to(dtype).clamp(min=1e-12)
-    scale = amax / 448.0 if inverse else 448.0 / amax
+    if mean:
+        amax = mag.mean(dim=dim, keepdim=keepdim)
+    else:
+        amax = mag.amax(dim=dim, keepdim=keepdim) if per_row else mag.amax().reshape(1, 1).expand(x.shape[0], 1)
+    amax = amax.to(dtype)
+    amax = amax.clamp(min=floor) if floor is not None else amax
+    scale = amax / fmt_max if inverse else fmt_max / amax
+    if rounded:
+        scale = scale.bfloat16().float()
     scaled = x.float() * scale  # without keepdim this cannot broadcast: the learner's function raises
     data = (scaled.clamp(-448.0, 448.0) if clamp else scaled).to(fmt)
     return data, scale
@@ -35,16 +41,22 @@ def test_rowwise_check_accepts_the_solution(capsys):
 
 
 @pytest.mark.parametrize(("wrong", "hint"), [
-    (lambda x: _rowwise(x, per_row=False), "448 / \\(the row's largest"),  # one tensor-wide scale
-    (lambda x: _rowwise(x, inverse=True), "not its inverse"),
+    (lambda x: _rowwise(x, per_row=False), "one scale for the whole tensor"),  # one tensor-wide scale
+    (lambda x: _rowwise(x, inverse=True), "dequantisation factor"),
     (lambda x: _rowwise(x, keepdim=False), "shape \\(rows, 1\\)"),
     (lambda x: (x.to(torch.float8_e4m3fn), x.abs().amax(dim=1)), "shape \\(rows, 1\\)"),  # no keepdim, no broadcast
     (lambda x: _rowwise(x)[0], "return a tuple"),
     ("not a function", "assign it to my_rowwise"),
     (lambda x: _rowwise(x, dtype=torch.bfloat16), "scale must be float32"),  # right formula, 16-bit scale
-    (lambda x: _rowwise(x, absolute=False), "the row's largest \\|value\\|"),  # amax without abs()
+    (lambda x: _rowwise(x, absolute=False), "take x.abs\\(\\) before the max"),  # amax without abs()
     (lambda x: _rowwise(x, dim=0), "shape \\(rows, 1\\)"),  # one scale per column
     (lambda x: _rowwise(x, fmt=torch.float8_e5m2), "torch.float8_e4m3fn"),
+    (lambda x: _rowwise(x, floor=None), "all-zero row gets scale inf"),  # amax not clamped
+    (lambda x: _rowwise(x, floor=1e-4), "clamp below at 1e-12"),  # a floor that changes the zero row's scale
+    (lambda x: _rowwise(x, fmt_max=57344.0), "57344 is E5M2's"),  # E5M2's max with E4M3 data
+    (lambda x: _rowwise(x, mean=True), "not its mean"),
+    (lambda x: _rowwise(x, rounded=True), "rounded to 16 bits"),  # float32 tensor holding a BF16-rounded scale
+    (lambda x: _rowwise(x, dtype=torch.float64), "yours is torch.float64"),
 ])
 def test_rowwise_check_rejects_wrong_answers(wrong, hint, capsys):
     with pytest.raises(WrongAnswer, match=hint):
@@ -71,12 +83,16 @@ def test_layer_choice_accepts_the_measured_answer(layers, choice, evidence, caps
     assert out.count("✓") == 1 and "correct" in out and "tie" not in out
 
 
-def test_layer_choice_calls_a_tie_a_tie(capsys):
-    l09.check_layer_choice("fp8", 1.071, TIE_AT_1024, 1024)
+@pytest.mark.parametrize("choice", ["fp8", "bf16"])  # inside the tie band both are defensible
+def test_layer_choice_calls_a_tie_a_tie(choice, capsys):
+    l09.check_layer_choice(choice, 1.071, TIE_AT_1024, 1024)
     out = capsys.readouterr().out
-    assert out.count("✓") == 1 and "a tie" in out
-    with pytest.raises(WrongAnswer, match="speedup below 1 means"):  # the inverted decision, even inside the tie
-        l09.check_layer_choice("bf16", 1.071, TIE_AT_1024, 1024)
+    assert out.count("✓") == 1 and "a tie" in out and "either choice" in out
+
+
+def test_layer_choice_outside_the_tie_band_follows_the_rule():
+    with pytest.raises(WrongAnswer, match="speedup below 1 means"):  # 0.82 is more than a tenth below 1
+        l09.check_layer_choice("fp8", 0.82, SLOW_AT_1024, 1024)
 
 
 @pytest.mark.parametrize(("choice", "evidence", "hint"), [
@@ -157,6 +173,13 @@ def _fp8_mm(a, b, *, invert=True, col_major=True, out_dtype=torch.float32, fmt=t
     return torch._scaled_mm(fa, fb, scale_a=scales[0], scale_b=scales[1], out_dtype=out_dtype)
 
 
+def _bf16_scaled(a, b):
+    sa, sb = 448.0 / a.abs().max(), 448.0 / b.abs().max()
+    fa = (a.bfloat16() * sa).clamp(-448, 448).to(torch.float8_e4m3fn)
+    fb = (b.t().contiguous().bfloat16() * sb).clamp(-448, 448).to(torch.float8_e4m3fn).t()
+    return torch._scaled_mm(fa, fb, scale_a=sa.reciprocal(), scale_b=sb.reciprocal(), out_dtype=torch.float32)
+
+
 @needs_cpu_fp8
 def test_fp8_mm_check_accepts_the_fix(capsys):
     l09.check_fp8_mm(_fp8_mm)
@@ -174,6 +197,8 @@ def test_fp8_mm_check_accepts_the_fix(capsys):
     (lambda a, b: _fp8_mm(a, b, a_col_major=True), "first operand must stay row-major"),  # layout fixed on a
     (lambda a, b: _fp8_mm(a, b, scale_dtype=torch.float64), "float32 tensors"),  # right formula, float64 scales
     (lambda a, b: a @ b, "call torch._scaled_mm"),  # FP32 product, no FP8 at all
+    (lambda a, b: _fp8_mm(a, b, out_dtype=torch.bfloat16).float(), "rounded to BF16"),  # right dtype, BF16 values
+    (_bf16_scaled, "scaled in BF16"),  # operands rounded to BF16 before the FP8 cast
 ])
 def test_fp8_mm_check_rejects_wrong_answers(wrong, hint, capsys):
     with pytest.raises(WrongAnswer, match=hint):

@@ -313,8 +313,21 @@ HINTS: dict[str, str] = {
     "return a tuple (data, scale)": "返回元组 (data, scale)",
     "one scale per row: shape (rows, 1) (amax over dim=1 with keepdim=True)":
         "每行一个缩放因子：形状为 (rows, 1)（在 dim=1 上取 amax，keepdim=True）",
-    "scale = 448 / (the row's largest |value|): the quantisation scale, not its inverse":
-        "scale = 448 /（该行最大的 |value|）：是量化缩放因子本身，不是它的倒数",
+    "scale = 448 / (the row's largest |value|), one per row": "scale = 448 /（该行最大的 |value|），每行一个",
+    "the all-zero row gets scale inf (448 / 0): clamp amax below at 1e-12 before dividing":
+        "全零的那一行得到的缩放因子是 inf（448 / 0）：做除法之前先把 amax 的下限钳位到 1e-12",
+    "an all-zero row's scale is set by the clamp on amax: clamp below at 1e-12, as the exercise says":
+        "全零行的缩放因子由 amax 的下限钳位决定：按题目要求把下限钳位到 1e-12",
+    "that is the dequantisation factor amax / 448: the quantisation scale is 448 / amax":
+        "这是反量化因子 amax / 448：量化缩放因子是 448 / amax",
+    "448 is E4M3's max; 57344 is E5M2's": "448 是 E4M3 的最大值；57344 是 E5M2 的",
+    "the scale was rounded to 16 bits on the way: compute amax and 448 / amax in float32":
+        "缩放因子在计算途中被舍入成了 16 位：用 float32 计算 amax 和 448 / amax",
+    "one scale for the whole tensor: rowwise means one amax per row": "整个张量只用了一个缩放因子：按行缩放意味着每行一个 amax",
+    "amax is the largest magnitude: take x.abs() before the max (a row's largest value may be negative)":
+        "amax 是最大的绝对值：取最大值之前先做 x.abs()（一行中绝对值最大的数可能是负数）",
+    "amax is the row's largest |value|, not its mean: a mean-based scale overflows past 448":
+        "amax 是该行最大的 |value|，不是平均值：按平均值算出的缩放因子会让数值超过 448",
     "cast the scaled values to torch.float8_e4m3fn": "把缩放后的值转换为 torch.float8_e4m3fn",
     "data = (x * scale) clamped to ±448, then cast": "data = (x * scale) 钳位到 ±448，再转换类型",
     "choice is the string 'fp8' or 'bf16'": "choice 是字符串 'fp8' 或 'bf16'",
@@ -326,8 +339,8 @@ HINTS: dict[str, str] = {
     "speedup below 1 means FP8 is slower at that width: keep those layers in BF16 (and the reverse)":
         "speedup 小于 1 表示 FP8 在该宽度下更慢：这些层保持 BF16（反之亦然）",
     "assign an int (not a float or a bool)": "赋一个 int（不是 float，也不是 bool）",
-    "some step still saturates: 2**margin must cover the largest growth of amax over the window's maximum":
-        "仍有某一步饱和：2**margin 必须覆盖 amax 相对窗口内最大值的最大增幅",
+    "some step still saturates with this margin: count the saturating steps for each margin, as section 2c counts them":
+        "用这个 margin 仍有某一步饱和：像 2c 节那样，对每个 margin 数一数饱和的步数",
     "no step saturates, but a smaller margin would do: find the smallest": "没有任何一步饱和，但更小的 margin 也够用：找出最小的那个",
     "write a function (a, b) -> tensor and assign it to fp8_mm": "写一个函数 (a, b) -> 张量，赋给 fp8_mm",
     "return the (M, N) product": "返回 (M, N) 的乘积",
@@ -340,16 +353,20 @@ HINTS: dict[str, str] = {
         "my_rowwise 抛出了 {kind}（{err}）：每行一个缩放因子，要能与 x 广播，所以在 dim=1 上取 amax 并设 keepdim=True：形状 (rows, 1)",
     "torch._scaled_mm refused it ({err}): b must be column-major (b.t().contiguous()...t()) and the scales float32 tensors":
         "torch._scaled_mm 拒绝了它（{err}）：b 必须是列主序（b.t().contiguous()...t()），缩放因子必须是 float32 张量",
-    "scale must be float32, as torch._scaled_mm takes it: a 16-bit scale is rounded (compute amax and 448 / amax in float32)":
-        "scale 必须是 float32，torch._scaled_mm 就按 float32 接收：16 位的缩放因子会被舍入（用 float32 计算 amax 和 448 / amax）",
+    "scale must be float32, as torch._scaled_mm takes it (yours is {dtype})":
+        "scale 必须是 float32，torch._scaled_mm 就按 float32 接收（你的是 {dtype}）",
+    "the product was rounded to BF16 (out_dtype=torch.bfloat16, then .float()?): ask torch._scaled_mm for out_dtype=torch.float32 directly":
+        "乘积被舍入成了 BF16（先用 out_dtype=torch.bfloat16 再 .float()？）：直接让 torch._scaled_mm 输出 out_dtype=torch.float32",
+    "the operands were scaled in BF16 and rounded twice: multiply x * scale in float32, then clamp and cast to E4M3":
+        "操作数是在 BF16 中缩放的，被舍入了两次：用 float32 计算 x * scale，再钳位并转换为 E4M3",
     "evidence is inverted: speedup = BF16 time / FP8 time (hp_ms / fp8_ms), above 1 when FP8 is faster":
         "evidence 取反了：speedup = BF16 时间 / FP8 时间（hp_ms / fp8_ms），FP8 更快时大于 1",
     "evidence is a time in ms: the speed-up is the ratio hp_ms / fp8_ms (the speedup column)":
         "evidence 是一个以 ms 计的时间：加速比是比值 hp_ms / fp8_ms（speedup 列）",
     "evidence is not in the table: use the measured speedup at the model's width, not a datasheet ratio or a typed-in number":
         "evidence 不在表中：用模型宽度处实测的 speedup，不要用规格书上的比值或手写的数",
-    "correct reading of the table, and a tie: this speed-up is within {tie:.0%} of 1, closer than one timing per width can resolve; section 3a says which measurement decides":
-        "表读对了，但两者持平：这个加速比与 1 相差不到 {tie:.0%}，每个宽度只计时一次分辨不出这么小的差别；3a 节说明由哪项测量来决定",
+    "correct reading of the table, and a tie: this speed-up is within {tie:.0%} of 1, closer than one timing per width can resolve, so either choice is defensible; section 3a says which measurement decides":
+        "表读对了，但两者持平：这个加速比与 1 相差不到 {tie:.0%}，每个宽度只计时一次分辨不出这么小的差别，所以两种选择都说得通；3a 节说明由哪项测量来决定",
     "amax_log holds fewer than two steps: run section 2's probe training first":
         "amax_log 不足两步：先运行第 2 节的探测训练",
     "the second operand is row-major: CUDA's torch._scaled_mm wants it column-major (this CPU kernel accepts both); quantise b.t().contiguous() and pass its .t()":

@@ -27,7 +27,9 @@ def check_rowwise(fn: object) -> None:
 
     require(callable(fn), tr("write a function x -> (data, scale) and assign it to my_rowwise"))
     assert callable(fn)
-    x = torch.randn(6, 32, generator=torch.Generator().manual_seed(3)) * torch.logspace(-3, 2, 6).reshape(6, 1)
+    x = torch.randn(7, 32, generator=torch.Generator().manual_seed(3)) * torch.logspace(-3, 2, 7).reshape(7, 1)
+    x[:, 0] = -x.abs().amax(dim=1) * 2  # every row's largest magnitude is negative: amax needs abs()
+    x[-1] = 0.0  # an all-zero row (a padding token): amax must be clamped, or its scale is inf
     try:
         got = fn(x.clone())
     except (RuntimeError, ValueError, TypeError, IndexError) as err:
@@ -38,17 +40,43 @@ def check_rowwise(fn: object) -> None:
     assert isinstance(got, tuple)
     data, scale = got
     want = quantize(x, "fp8_e4m3", "row")
-    require(isinstance(scale, torch.Tensor) and tuple(scale.shape) == (6, 1),
+    require(isinstance(scale, torch.Tensor) and tuple(scale.shape) == (7, 1),
             tr("one scale per row: shape (rows, 1) (amax over dim=1 with keepdim=True)"))
     assert isinstance(scale, torch.Tensor)
-    require(scale.dtype == torch.float32, tr("scale must be float32, as torch._scaled_mm takes it: a 16-bit scale is "
-                                             "rounded (compute amax and 448 / amax in float32)"))
-    require(torch.allclose(scale, want.scale, rtol=1e-6),
-            tr("scale = 448 / (the row's largest |value|): the quantisation scale, not its inverse"))
+    require(scale.dtype == torch.float32, tr("scale must be float32, as torch._scaled_mm takes it (yours is {dtype})",
+                                             dtype=str(scale.dtype)))
+    require(torch.allclose(scale, want.scale, rtol=1e-6), _scale_hint(scale, x, want.scale))
     require(isinstance(data, torch.Tensor) and data.dtype == torch.float8_e4m3fn,
             tr("cast the scaled values to torch.float8_e4m3fn"))
     assert isinstance(data, torch.Tensor)
     verdict(torch.equal(data.float(), want.data.float()), tr("data = (x * scale) clamped to ±448, then cast"))
+
+
+def _scale_hint(scale: torch.Tensor, x: torch.Tensor, want: torch.Tensor) -> str:
+    """Name the mistake behind a wrong per-row scale: each plausible slip gives its own recognisable scale."""
+    live = slice(0, -1)  # the rows with data; the last row is all zeros
+
+    def same(a: torch.Tensor, b: torch.Tensor, rows: slice = live) -> bool:
+        return bool(torch.allclose(a[rows].double(), b[rows].double(), rtol=1e-5))
+
+    s = scale.detach()
+    if not bool(torch.isfinite(s[-1]).all()):
+        return tr("the all-zero row gets scale inf (448 / 0): clamp amax below at 1e-12 before dividing")
+    if same(s, want) and not same(s, want, slice(-1, None)):
+        return tr("an all-zero row's scale is set by the clamp on amax: clamp below at 1e-12, as the exercise says")
+    if same(s * want, torch.ones_like(want)) or same(s, 1.0 / want):
+        return tr("that is the dequantisation factor amax / 448: the quantisation scale is 448 / amax")
+    if same(s, want * 128.0):
+        return tr("448 is E4M3's max; 57344 is E5M2's")
+    if same(s, want.bfloat16().float()):
+        return tr("the scale was rounded to 16 bits on the way: compute amax and 448 / amax in float32")
+    if s[live].unique().numel() == 1:
+        return tr("one scale for the whole tensor: rowwise means one amax per row")
+    if same(s, 448.0 / x.amax(dim=1, keepdim=True).float()):
+        return tr("amax is the largest magnitude: take x.abs() before the max (a row's largest value may be negative)")
+    if same(s, 448.0 / x.abs().mean(dim=1, keepdim=True).float()):
+        return tr("amax is the row's largest |value|, not its mean: a mean-based scale overflows past 448")
+    return tr("scale = 448 / (the row's largest |value|), one per row")
 
 
 def _measured(layers: pd.DataFrame) -> pd.DataFrame:
@@ -78,7 +106,8 @@ def check_layer_choice(choice: object, evidence: object, layers: "pd.DataFrame |
     """Exercise 2: FP8 or BF16 for layers ``width`` wide, defended with the measured speed-up at that width.
 
     The choice must follow the measurement (FP8 where the speed-up is at least 1); when the speed-up
-    lies within :data:`TIE` of 1 the verdict says it is a tie, which one timing per width cannot settle.
+    lies within :data:`TIE` of 1 either choice passes and the verdict says it is a tie, which one timing per
+    width cannot settle.
     """
     require(choice in ("fp8", "bf16"), tr("choice is the string 'fp8' or 'bf16'"))
     if layers is None:
@@ -93,8 +122,9 @@ def check_layer_choice(choice: object, evidence: object, layers: "pd.DataFrame |
     require(abs(float(evidence) - speed) <= 0.005, _evidence_hint(float(evidence), layers, width))
     tie = abs(speed - 1.0) < TIE
     done = tr("correct reading of the table, and a tie: this speed-up is within {tie:.0%} of 1, closer than one "
-              "timing per width can resolve; section 3a says which measurement decides", tie=TIE) if tie else None
-    verdict(choice == ("fp8" if speed >= 1.0 else "bf16"),
+              "timing per width can resolve, so either choice is defensible; section 3a says which measurement "
+              "decides", tie=TIE) if tie else None
+    verdict(tie or choice == ("fp8" if speed >= 1.0 else "bf16"),
             tr("speedup below 1 means FP8 is slower at that width: keep those layers in BF16 (and the reverse)"),
             done=done)
 
@@ -107,9 +137,17 @@ def check_margin(margin: object, amax_log: Sequence[float], window: int) -> None
         cannot_check(tr("amax_log holds fewer than two steps: run section 2's probe training first"))
     growth = max([amax_log[t] / max(amax_log[max(0, t - window):t]) for t in range(1, len(amax_log))] + [1.0])
     want = max(0, math.ceil(math.log2(growth) - 1e-12))
-    require(margin >= want, tr("some step still saturates: 2**margin must cover the largest growth of amax over "
-                               "the window's maximum"))
+    require(margin >= want, tr("some step still saturates with this margin: count the saturating steps "
+                               "for each margin, as section 2c counts them"))
     verdict(margin == want, tr("no step saturates, but a smaller margin would do: find the smallest"))
+
+
+def _bf16_operands(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Exercise 4's product with the scaled operands rounded to BF16 before the FP8 cast (a plausible slip)."""
+    sa, sb = 448.0 / a.abs().max().float(), 448.0 / b.abs().max().float()
+    fa = (a.bfloat16() * sa).clamp(-448, 448).to(torch.float8_e4m3fn)
+    fb = (b.t().contiguous().bfloat16() * sb).clamp(-448, 448).to(torch.float8_e4m3fn).t()
+    return torch._scaled_mm(fa, fb, scale_a=sa.reciprocal(), scale_b=sb.reciprocal(), out_dtype=torch.float32)
 
 
 class _ScaledMmCalls(TorchFunctionMode):
@@ -176,5 +214,12 @@ def check_fp8_mm(fn: object) -> None:
     rel = ((out - a @ b).norm() / (a @ b).norm()).item()
     require(rel < 0.1, tr("the product is far off: the scales torch._scaled_mm takes are the inverses 1/scale"))
     want = scaled_matmul(a, b, scaling="tensorwise", out_dtype=torch.float32)
+    if not torch.allclose(out, want, rtol=1e-4, atol=1e-4):
+        require(not torch.equal(out, want.bfloat16().float()),
+                tr("the product was rounded to BF16 (out_dtype=torch.bfloat16, then .float()?): ask "
+                   "torch._scaled_mm for out_dtype=torch.float32 directly"))
+        require(not torch.allclose(out, _bf16_operands(a, b), rtol=1e-4, atol=1e-4),
+                tr("the operands were scaled in BF16 and rounded twice: multiply x * scale in float32, "
+                   "then clamp and cast to E4M3"))
     verdict(torch.allclose(out, want, rtol=1e-4, atol=1e-4),
             tr("quantise both operands tensorwise to E4M3 with scale 448/amax, clamped to ±448"))
