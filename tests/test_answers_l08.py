@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -40,6 +41,13 @@ def test_batch_for_budget_accepts_the_most_throughput_within_the_budget(capsys):
 def test_batch_for_budget_rejects_wrong_choices(batch, words):
     with pytest.raises(AssertionError, match=words):
         l08.check_batch_for_budget(sweep(), batch, budget_x=20)
+
+
+def test_batch_for_budget_accepts_a_numpy_integer():
+    # fits.loc[fits["items_per_s"].idxmax(), "batch"] is a numpy.int64, not an int
+    table = sweep()
+    l08.check_batch_for_budget(table, table.loc[3, "batch"], budget_x=20)
+    l08.check_batch_for_budget(table, np.float64(64), budget_x=20)
 
 
 def test_batch_for_budget_wants_the_services_precision():
@@ -80,8 +88,9 @@ def test_graph_method_counts_the_setup(capsys):
     [
         ('torch.compile(mode="reduce-overhead")', 'torch.compile(mode="reduce-overhead")',
          "ex_method_short: count the setup"),  # the fastest per call, setup ignored
-        ("eager", "eager", "ex_method_short: count the setup"),  # no setup at all
-        ("CUDA graph (torch.cuda.CUDAGraph)", "CUDA graph (torch.cuda.CUDAGraph)", "ex_method_long: count the setup"),
+        ("eager", "eager", "ex_method_short: eager is the baseline"),  # compile against eager only
+        ("CUDA graph (torch.cuda.CUDAGraph)", "CUDA graph (torch.cuda.CUDAGraph)",
+         "ex_method_long: a setup is paid once"),  # the short process's answer for both
         ('torch.compile(mode="reduce-overhead")', "CUDA graph (torch.cuda.CUDAGraph)", "swapped"),  # short <-> long
         ("graph", "compile", "ex_method_short: use one of the table's method names"),
         (None, None, "use one of the table's method names"),
@@ -147,6 +156,8 @@ def test_card_plan_accepts_bf16_where_native_and_an_island_elsewhere(capsys):
         (RIGHT, "layernorm-only", "still has inf/NaN"),
         (RIGHT, "all-fp32", "cast the T4 model to FP16"),
         (RIGHT, "same", "work on a copy"),
+        (RIGHT, "too-large", "keep less in FP32"),  # the LayerNorm block and the head
+        (RIGHT, "wrong-place", "island is in the wrong place"),  # the head, not the block that overflows
         (None, "island", "ex_plan must be a dict"),
     ],
 )
@@ -158,6 +169,16 @@ def test_card_plan_rejects_wrong_answers(plan, build, words):
         "layernorm-only": lambda: keep_in_fp32(copy.deepcopy(net), ["1.0"]).half(),
         "all-fp32": lambda: copy.deepcopy(net),
         "same": lambda: net,
+        "too-large": lambda: keep_in_fp32(copy.deepcopy(net), ["1", "3"]).half(),
+        "wrong-place": lambda: keep_in_fp32(copy.deepcopy(net), ["3"]).half(),
     }[build]()
     with pytest.raises(AssertionError, match=words):
         l08.check_card_plan(plan, model, net, x)
+
+
+def test_card_plan_names_an_ex_net_changed_in_place():
+    # Forgetting copy.deepcopy: keep_in_fp32 and .half() change ex_net itself; a hint, not a dtype crash.
+    net, x = overflow_net()
+    model = keep_in_fp32(net, ["1"]).half()
+    with pytest.raises(WrongAnswer, match="ex_net was changed in place"):
+        l08.check_card_plan(RIGHT, model, net, x)

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import copy
 import math
+import numbers
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 from torch import nn
@@ -55,7 +57,7 @@ def check_batch_for_budget(sweep: Any, batch: Any, budget_x: float) -> None:
     budget_ms = budget_x * float(ok.loc[ok["batch"] == 1, "ms_per_batch"].iloc[0])
     require(bool((ok["ms_per_batch"] > budget_ms).any()),
             tr("measure past the budget: include batch sizes whose latency exceeds it, to show where it binds"))
-    require(batch is not None and not isinstance(batch, bool) and isinstance(batch, (int, float)),
+    require(isinstance(batch, numbers.Real) and not isinstance(batch, (bool, np.bool_)),  # numpy scalars too
             tr("assign the batch size you choose (a number) to ex_batch"))
     row = ok[ok["batch"] == batch]
     require(len(row) == 1, tr("choose one of the batch sizes your table measured"))
@@ -105,12 +107,15 @@ def check_graph_method(frame: Any, short: Any, long: Any) -> None:
         if answer == mixed and answer != no_setup:
             hint = tr("{name}: units: ms is milliseconds per call, setup_s is seconds: convert (calls × ms / 1000) "
                       "before adding them", name=name)
-        elif answer == mixed:
-            hint = tr("{name}: count the setup too, in the same unit as the calls: a process of {calls:,} calls "
-                      "takes setup_s + calls × ms / 1000 seconds", name=name, calls=calls)
+        elif answer == no_setup:
+            hint = tr("{name}: count the setup too: a process of {calls:,} calls takes setup_s + calls × ms / 1000 "
+                      "seconds", name=name, calls=calls)
+        elif answer == "eager":
+            hint = tr("{name}: eager is the baseline, not the default: total every method, the hand-captured graph "
+                      "too, not only torch.compile against eager (setup_s + calls × ms / 1000 seconds)", name=name)
         else:
-            hint = tr("{name}: count the setup too: a process of {calls:,} calls takes setup_s + calls × ms",
-                      name=name, calls=calls)
+            hint = tr("{name}: a setup is paid once, the time per call {calls:,} times: total each method as "
+                      "setup_s + calls × ms / 1000 seconds and take the smallest", name=name, calls=calls)
         raise WrongAnswer(hint)
     verdict(True, "")
 
@@ -160,6 +165,14 @@ def _fp32_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.dtype == torch.float32)
 
 
+def _untouched(net: nn.Module) -> bool:
+    """ex_net as its cell built it: every weight FP32 and no island, so the options can be rebuilt from it."""
+    from fp16lab.labs.inference.islands import FP32Island
+
+    return (all(p.dtype == torch.float32 for p in net.parameters())
+            and not any(isinstance(m, FP32Island) for m in net.modules()))
+
+
 def _best_plan(net: nn.Module, x: torch.Tensor, card: str) -> str:
     """Among the options the card runs natively and that stay within tolerance: the fewest FP32 weights."""
     runs = _card_runs(card)
@@ -183,18 +196,23 @@ def check_card_plan(plan: Any, model: Any, net: nn.Module, x: torch.Tensor) -> N
         require(plan[card].split()[0] in _card_runs(card),
                 tr("ex_plan[{card!r}]: that card does not run {precision} natively (chip_features)", card=card,
                    precision=plan[card].split()[0]))
+    require(_untouched(net), tr("ex_net was changed in place (cast or given an island): rebuild it by re-running "
+                                "its cell, and work on copies (copy.deepcopy(ex_net))"))
     for card in PLAN_CARDS:
         require(plan[card] == _best_plan(net, x, card),
                 tr("ex_plan[{card!r}]: among what the card runs natively and stays within 1 %, "
                    "keep the fewest weights in FP32 (measure each option's error)", card=card))
     require(isinstance(model, nn.Module), tr("assign the model you would ship to the T4 to ex_t4_model"))
     require(model is not net, tr("work on a copy (copy.deepcopy): ex_net must stay as it is"))
-    last = list(model.parameters())[-1] if any(True for _ in model.parameters()) else None
-    require(last is not None and last.dtype == torch.float16, tr("cast the T4 model to FP16 (.half())"))
+    params = list(model.named_parameters())
+    require(any(p.dtype == torch.float16 for _, p in params), tr("cast the T4 model to FP16 (.half())"))
     block = _island_name(net)
-    fp32 = [n for n, p in model.named_parameters() if p.dtype == torch.float32]
+    fp32 = [n for n, p in params if p.dtype == torch.float32]
     require(_fp32_params(model) <= sum(p.numel() for p in net.get_submodule(block).parameters()),
             tr("keep less in FP32: only the block that overflows"))
+    require(all(n.startswith(f"{block}.") for n in fp32),
+            tr("the FP32 island is in the wrong place: keep the block that overflows (first_nonfinite) in FP32, "
+               "cast the rest to FP16"))
     try:
         err = _error(model, torch.float16, net, x)
     except RuntimeError as exc:
