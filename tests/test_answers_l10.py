@@ -36,6 +36,15 @@ def test_ddp_by_hand(capsys):
     bad = _halves(model, x, y, zero=False)  # gradients accumulate across the halves
     with pytest.raises(AssertionError, match="one half's mean loss"):
         l10.check_ddp_by_hand(bad, (bad[0] + bad[1]) / 2, model, x, y)
+    model.zero_grad()
+    F.cross_entropy(model(x.chunk(2)[0]), y.chunk(2)[0]).backward()
+    other = [model[2].weight.grad.clone()] * 2  # the wrong layer's gradient
+    with pytest.raises(AssertionError, match="same shape and dtype"):
+        l10.check_ddp_by_hand(other, other[0], model, x, y)
+    with pytest.raises(AssertionError, match="same shape and dtype"):  # gradients kept in FP16
+        l10.check_ddp_by_hand([t.half() for t in g], ((g[0] + g[1]) / 2).half(), model, x, y)
+    with pytest.raises(AssertionError, match="in FP32"):
+        l10.check_ddp_by_hand(g, ((g[0] + g[1]) / 2).half(), model, x, y)
 
 
 P = 150e6
@@ -54,6 +63,11 @@ def test_wire_dtype(capsys):
         l10.check_wire_dtype("bf16", P * 4 / 1.25e9, params=P, bf16_measured=True)  # FP32's bytes
     with pytest.raises(AssertionError, match="section 8's ring all-reduce time"):
         l10.check_wire_dtype("bf16", 2 * P * 2 / 1.25e9 * 3, params=P, bf16_measured=True)  # some other formula
+    with pytest.raises(AssertionError, match="you gave milliseconds"):
+        l10.check_wire_dtype("bf16", P * 2 / 1.25e9 * 1e3, params=P, bf16_measured=True)
+    with pytest.raises(AssertionError, match="not 1.25 GiB/s"):
+        l10.check_wire_dtype("bf16", P * 2 / (1.25 * 2**30), params=P, bf16_measured=True)
+    l10.check_wire_dtype("bf16", torch.tensor(P * 2 / 1.25e9), params=P, bf16_measured=True)  # a 0-d tensor counts
     with pytest.raises(AssertionError, match="a number of seconds"):
         l10.check_wire_dtype("bf16", "0.24", params=P, bf16_measured=True)
 
@@ -67,6 +81,9 @@ def test_flushed():
         l10.check_flushed(float(((g / 8).to(torch.float16) == 0).float().mean()), scaled, g)  # divided first
     with pytest.raises(AssertionError, match="multiply by the scale"):
         l10.check_flushed(right, right, g)
+    with pytest.raises(AssertionError, match="divided in FP32 after the cast"):
+        l10.check_flushed(float((g.to(torch.float16).float() / 8 == 0).float().mean()), scaled, g)
+    l10.check_flushed(torch.tensor(right), torch.tensor(scaled), g)  # 0-d tensors count
 
 
 RATIO = (1 / 2 * (2 * 2 + 4)) / (2 * 1 / 2 * 4)  # FSDP2 (two BF16 all-gathers + FP32 reduce-scatter) / DDP FP32
@@ -89,8 +106,13 @@ def test_fsdp_choice(capsys):
         l10.check_fsdp_choice(True, fsdp * 1.3e9 / 2**30, (2 + 4) / 8, **kw)  # the backward all-gather forgotten
     with pytest.raises(AssertionError, match="sends its payload twice"):
         l10.check_fsdp_choice(True, fsdp * 1.3e9 / 2**30, (2 * 2 + 4) / 4, **kw)  # all-reduce counted once
+    with pytest.raises(AssertionError, match="all three collectives in BF16"):
+        l10.check_fsdp_choice(True, fsdp * 1.3e9 / 2**30, (2 * 2 + 2) / 8, **kw)  # BF16 reduction too
     with pytest.raises(AssertionError, match="is a number"):
         l10.check_fsdp_choice(True, fsdp * 1.3e9 / 2**30, None, **kw)
+    import numpy as np
+
+    l10.check_fsdp_choice(np.bool_(ddp * 1.3e9 / 2**30 > 12), np.float64(fsdp * 1.3e9 / 2**30), torch.tensor(RATIO), **kw)
 
 
 def _exercise5():
@@ -123,6 +145,10 @@ def _run_job(source, tmp_path):
     (4, "two ranks on gloo"),  # --nproc_per_node=1
     (5, "start the script with torchrun"),  # plain python
     (6, "load the checkpoint back"),  # dcp.load forgotten
+    (7, "no torch.autocast here"),  # autocast instead of MixedPrecisionPolicy
+    (8, "call fully_shard on each Linear"),  # only the whole model sharded
+    (9, "reduce_dtype=torch.float32"),  # FP16 reduction
+    (10, "load the checkpoint back"),  # never reloaded
 ])
 def test_fsdp_job(case, hint, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")

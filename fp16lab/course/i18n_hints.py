@@ -410,8 +410,23 @@ HINTS: dict[str, str] = {
     "traffic_ratio is a number: FSDP2's bytes per step divided by DDP's": "traffic_ratio 是一个数：FSDP2 每步发送的字节数除以 DDP 的",
     "1.5x is ZeRO's ratio when weights and gradients share one dtype; fsdp_bf16_fp32 gathers 2-byte BF16 weights but reduce-scatters 4-byte FP32 gradients":
         "1.5 倍是 ZeRO 在权重和梯度同一种 dtype 时的比值；fsdp_bf16_fp32 all-gather 的是 2 字节的 BF16 权重，reduce-scatter 的却是 4 字节的 FP32 梯度",
-    "FSDP2 all-gathers the weights twice per step: for forward, and again for backward (reshard_after_forward=True frees them in between)":
-        "FSDP2 每步 all-gather 两次权重：前向一次，反向再一次（reshard_after_forward=True 在两次之间释放它们）",
+    "0.75 counts one all-gather, or all three collectives in BF16: FSDP2 all-gathers each block's BF16 weights twice per step (for forward, and again for backward: reshard_after_forward frees them in between), and fsdp_bf16_fp32 reduce-scatters 4-byte FP32 gradients":
+        "0.75 只算了一次 all-gather，或者把三次集合通信都按 BF16 算了：FSDP2 每步对每个块的 BF16 权重 all-gather 两次（前向一次，反向再一次：reshard_after_forward 在两次之间释放它们），而 fsdp_bf16_fp32 reduce-scatter 的是 4 字节的 FP32 梯度",
+    "each entry of half_grads is ex_model[0].weight.grad of one half: same shape and dtype (FP32) as that weight":
+        "half_grads 的每一项是其中一半数据的 ex_model[0].weight.grad：形状和 dtype（FP32）都与该权重相同",
+    "avg_grad is one tensor shaped like ex_model[0].weight, in FP32": "avg_grad 是一个与 ex_model[0].weight 形状相同的 FP32 张量",
+    "grad_seconds is in seconds: you gave milliseconds (section 8's table prints ms)":
+        "grad_seconds 的单位是秒：你给的是毫秒（第 8 节的表格打印的是 ms）",
+    "10 GbE's 1.25 GB/s is decimal, 1.25e9 bytes per second, not 1.25 GiB/s (2**30)":
+        "10 GbE 的 1.25 GB/s 是十进制的，即每秒 1.25e9 字节，不是 1.25 GiB/s（2**30）",
+    "you divided in FP32 after the cast: div_ runs on the FP16 bucket, so the quotient is rounded to float16 too; keep the division in float16":
+        "你在转换之后用 FP32 做了除法：div_ 作用于 FP16 的桶，商也会舍入到 float16；除法要留在 float16 中做",
+    "no torch.autocast here: the 16-bit compute comes from MixedPrecisionPolicy(param_dtype=torch.float16), which also gathers the weights in FP16; autocast would gather FP32 and cast per op":
+        "这里不要用 torch.autocast：16 位计算来自 MixedPrecisionPolicy(param_dtype=torch.float16)，它还以 FP16 all-gather 权重；autocast 会 all-gather FP32 权重，再逐个算子转换",
+    "give MixedPrecisionPolicy reduce_dtype=torch.float32: left out, it falls back to param_dtype and the gradients are reduced in FP16":
+        "给 MixedPrecisionPolicy 传 reduce_dtype=torch.float32：省略时它沿用 param_dtype，梯度就以 FP16 归约",
+    "call fully_shard on each Linear first (a loop), then on the whole model: one call on the model makes one all-gather of everything, no per-layer sharding units":
+        "先对每个 Linear 调用 fully_shard（用循环），再对整个模型调用：只对模型调用一次，会一次 all-gather 全部权重，没有逐层的分片单元",
     "DDP here is ddp_fp32: a ring all-reduce of FP32 gradients sends its payload twice, 2(N-1)/N; an all-gather or a reduce-scatter sends it once, (N-1)/N":
         "这里的 DDP 是 ddp_fp32：FP32 梯度的环形 all-reduce 把数据发送两遍，即 2(N-1)/N；all-gather 或 reduce-scatter 只发送一遍，即 (N-1)/N",
     "traffic_ratio: section 8's rule for each collective, with the bytes per parameter each one moves":

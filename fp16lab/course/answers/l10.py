@@ -32,11 +32,15 @@ def check_ddp_by_hand(half_grads: Any, avg_grad: Any, model: nn.Module, x: torch
     require(isinstance(half_grads, (list, tuple)) and len(half_grads) == 2, tr("half_grads: one gradient per half"))
     halves = list(zip(x.chunk(2), y.chunk(2), strict=True))
     for g, (xs, ys) in zip(half_grads, halves, strict=True):
-        require(torch.is_tensor(g) and torch.allclose(g, _grad(model, xs, ys), atol=1e-7),
-                tr("each entry of half_grads is the gradient of one half's mean loss"))
+        want = _grad(model, xs, ys)
+        require(torch.is_tensor(g) and g.shape == want.shape and g.dtype == want.dtype,
+                tr("each entry of half_grads is ex_model[0].weight.grad of one half: same shape and dtype (FP32) "
+                   "as that weight"))
+        require(torch.allclose(g, want, atol=1e-7), tr("each entry of half_grads is the gradient of one half's mean loss"))
     full = _grad(model, x, y)
-    verdict(torch.is_tensor(avg_grad) and avg_grad.shape == full.shape
-            and torch.allclose(avg_grad, full, rtol=1e-5, atol=1e-7),
+    require(torch.is_tensor(avg_grad) and avg_grad.shape == full.shape and avg_grad.dtype == full.dtype,
+            tr("avg_grad is one tensor shaped like ex_model[0].weight, in FP32"))
+    verdict(torch.allclose(avg_grad, full, rtol=1e-5, atol=1e-7),
             tr("average the halves' gradients: DDP divides the sum by the number of ranks"))
 
 
@@ -51,8 +55,12 @@ def check_wire_dtype(choice: Any, grad_seconds: Any, *, params: float, bf16_meas
     require(choice != "fp16", tr("BF16 training has no loss scale: FP16 on the wire flushes small gradients "
                               "to zero (exercise 3) and can overflow large ones; BF16 keeps FP32's range"))
     want = _ring_seconds(params, 2, 2, TEN_GBE_BYTES_PER_S)
-    require(isinstance(grad_seconds, (int, float)) and not isinstance(grad_seconds, bool),
-          tr("grad_seconds is a number of seconds"))
+    grad_seconds = _scalar(grad_seconds)
+    require(_number(grad_seconds), tr("grad_seconds is a number of seconds"))
+    require(not math.isclose(float(grad_seconds) / 1e3, want, rel_tol=0.02),
+          tr("grad_seconds is in seconds: you gave milliseconds (section 8's table prints ms)"))
+    require(not math.isclose(float(grad_seconds) * 2**30 / 1e9, want, rel_tol=0.02),
+          tr("10 GbE's 1.25 GB/s is decimal, 1.25e9 bytes per second, not 1.25 GiB/s (2**30)"))
     require(not math.isclose(float(grad_seconds) * 8, want, rel_tol=0.02),
           tr("10 GbE carries 10 Gbit/s: divide by its bytes per second, an eighth of that"))
     require(not math.isclose(float(grad_seconds), want * 2, rel_tol=0.02),
@@ -69,10 +77,24 @@ def check_flushed(flushed: Any, flushed_scaled: Any, g: torch.Tensor, world: int
         wire = (g * scale).to(torch.float16).div_(world)
         return float(((wire == 0) & (g != 0)).float().mean())
 
+    flushed, flushed_scaled = _scalar(flushed), _scalar(flushed_scaled)
     for value, name in ((flushed, "flushed"), (flushed_scaled, "flushed_scaled")):
-        require(isinstance(value, (int, float)) and 0 <= float(value) <= 1, tr("{name} is a fraction between 0 and 1", name=name))
+        require(_number(value) and 0 <= float(value) <= 1, tr("{name} is a fraction between 0 and 1", name=name))
+    in_fp32 = float(((g.to(torch.float16).float() / world == 0) & (g != 0)).float().mean())
+    require(abs(float(flushed) - in_fp32) > 1e-9 or abs(in_fp32 - zeros(1.0)) < 1e-9,
+            tr("you divided in FP32 after the cast: div_ runs on the FP16 bucket, so the quotient is rounded to "
+               "float16 too; keep the division in float16"))
     require(abs(float(flushed) - zeros(1.0)) < 1e-9, tr("cast g_ex to float16, then divide by 8, and count the zeros"))
     verdict(abs(float(flushed_scaled) - zeros(2.0**16)) < 1e-9, tr("multiply by the scale 2**16 before the cast"))
+
+
+def _scalar(value: Any) -> Any:
+    """A 0-d tensor or a NumPy scalar as the Python number it holds, so that either form of an answer counts."""
+    if torch.is_tensor(value) and value.numel() == 1 and value.dim() == 0:
+        return value.item()
+    if type(value).__module__ == "numpy" and hasattr(value, "item") and getattr(value, "shape", None) == ():
+        return value.item()
+    return value
 
 
 def _number(value: Any) -> bool:
@@ -83,18 +105,20 @@ def check_fsdp_choice(use_fsdp: Any, gib_per_gpu: Any, traffic_ratio: Any, *, dd
                       fsdp_bytes_per_param: float, params: float = 1.3e9) -> None:
     """Exercise 4: DDP or FSDP2 for 1.3B parameters on two 24 GB cards, from the measured bytes per parameter,
     and what FSDP2 (BF16 weights, FP32 reduction) sends per step compared with DDP's FP32 all-reduce."""
+    use_fsdp, gib_per_gpu, traffic_ratio = _scalar(use_fsdp), _scalar(gib_per_gpu), _scalar(traffic_ratio)
     require(isinstance(use_fsdp, bool), tr("use_fsdp is True or False"))
     ddp_gib = float(ddp_bytes_per_param) * params / 2**30
     require(use_fsdp is bool(ddp_gib > 0.5 * 24e9 / 2**30),
           tr("compare DDP's bytes per GPU with half the card: is the other half left for gradients and activations?"))
     want = float(fsdp_bytes_per_param if use_fsdp else ddp_bytes_per_param) * params / 2**30
-    ok = isinstance(gib_per_gpu, (int, float)) and not isinstance(gib_per_gpu, bool)
-    ok = ok and math.isclose(float(gib_per_gpu), want, rel_tol=0.02)
+    ok = _number(gib_per_gpu) and math.isclose(float(gib_per_gpu), want, rel_tol=0.02)
     require(ok, tr("gib_per_gpu: section 7's measured held bytes per parameter (of the setup you chose) for 1.3 "
                    "billion parameters, in GiB (2**30 bytes)"))
     require(_number(traffic_ratio), tr("traffic_ratio is a number: FSDP2's bytes per step divided by DDP's"))
     # bytes each rank sends per parameter (ring, N ranks): all-reduce 2(N-1)/N x payload; all-gather and
-    # reduce-scatter (N-1)/N x payload each. FSDP2: BF16 all-gather in forward and again in backward, FP32 reduce-scatter.
+    # reduce-scatter (N-1)/N x payload each. FSDP2 with every block sharded: BF16 all-gather in forward and again in
+    # backward (the root module's own few weights are gathered once; the exercise's model counts as all blocks),
+    # FP32 reduce-scatter. The right ratio is 1.0 here, so an inverted ratio or a guessed 1 cannot be told apart.
     n, ddp, fsdp_gather, fsdp_reduce = 2, 4.0, 2.0, 4.0
     ddp_sent = 2 * (n - 1) / n * ddp
     r = float(traffic_ratio)
@@ -102,8 +126,9 @@ def check_fsdp_choice(use_fsdp: Any, gib_per_gpu: Any, traffic_ratio: Any, *, dd
     require(not close(r, 1.5), tr("1.5x is ZeRO's ratio when weights and gradients share one dtype; fsdp_bf16_fp32 "
                                   "gathers 2-byte BF16 weights but reduce-scatters 4-byte FP32 gradients"))
     require(not close(r, (n - 1) / n * (fsdp_gather + fsdp_reduce) / ddp_sent),
-            tr("FSDP2 all-gathers the weights twice per step: for forward, and again for backward "
-               "(reshard_after_forward=True frees them in between)"))
+            tr("0.75 counts one all-gather, or all three collectives in BF16: FSDP2 all-gathers each block's BF16 "
+               "weights twice per step (for forward, and again for backward: reshard_after_forward frees them in "
+               "between), and fsdp_bf16_fp32 reduce-scatters 4-byte FP32 gradients"))
     require(not close(r, (n - 1) / n * (2 * fsdp_gather + fsdp_reduce) / ((n - 1) / n * ddp)),
             tr("DDP here is ddp_fp32: a ring all-reduce of FP32 gradients sends its payload twice, 2(N-1)/N; an "
                "all-gather or a reduce-scatter sends it once, (N-1)/N"))
@@ -154,10 +179,10 @@ def check_fsdp_job(job_run: Any, job_dir: Path) -> None:
             tr("job_run is what subprocess.run returned when it launched your script with torchrun"))
     cmd = " ".join(map(str, job_run.args)) if isinstance(job_run.args, (list, tuple)) else str(job_run.args)
     require("torch.distributed.run" in cmd or "torchrun" in cmd, _torchrun_hint())
+    script = next((Path(a) for a in (job_run.args if isinstance(job_run.args, (list, tuple)) else [])
+                   if str(a).endswith(".py") and Path(a).is_file()), None)
+    source = script.read_text(encoding="utf-8", errors="replace") if script else ""
     if job_run.returncode != 0:
-        script = next((Path(a) for a in (job_run.args if isinstance(job_run.args, (list, tuple)) else [])
-                       if str(a).endswith(".py") and Path(a).is_file()), None)
-        source = script.read_text(encoding="utf-8", errors="replace") if script else ""
         if "torch.save" in source and "dcp.save" not in source:
             require(False, _dcp_hint())
         require(False, _why_failed(f"{job_run.stdout or ''}\n{job_run.stderr or ''}"))
@@ -169,6 +194,17 @@ def check_fsdp_job(job_run: Any, job_dir: Path) -> None:
     require(res.get("compute_dtype") == "torch.float16",
             tr("pass mp_policy=MixedPrecisionPolicy(param_dtype=torch.float16) to every fully_shard call: without it "
                "FSDP2 computes in the weights' own FP32"))
+    calls = _script_calls(source)
+    require("autocast" not in calls,
+            tr("no torch.autocast here: the 16-bit compute comes from MixedPrecisionPolicy(param_dtype=torch.float16), "
+               "which also gathers the weights in FP16; autocast would gather FP32 and cast per op"))
+    policies = calls.get("MixedPrecisionPolicy", [])
+    require(bool(policies) and all(kw.get("reduce_dtype") == "float32" for kw in policies),
+            tr("give MixedPrecisionPolicy reduce_dtype=torch.float32: left out, it falls back to param_dtype and "
+               "the gradients are reduced in FP16"))
+    require(len(calls.get("fully_shard", [])) >= 2,
+            tr("call fully_shard on each Linear first (a loop), then on the whole model: one call on the model "
+               "makes one all-gather of everything, no per-layer sharding units"))
     ckpt = job_dir / "ckpt"
     require((ckpt / ".metadata").is_file(), _dcp_hint())
     tensors = _checkpoint_tensors(ckpt)
@@ -183,9 +219,40 @@ def check_fsdp_job(job_run: Any, job_dir: Path) -> None:
     require(_has_scaler(ckpt),
             tr("put scaler.state_dict() into what dcp.save writes (under \"scaler\"): a resumed FP16 run must "
                "continue at the saved loss scale"))
-    verdict(res.get("reloaded_equal") is True and res.get("scale") == 2.0**16,
+    verdict("load" in calls and "load_state_dict" in calls and "set_state_dict" in calls
+            and res.get("reloaded_equal") is True and res.get("scale") == 2.0**16,
             tr("load the checkpoint back with dcp.load, then set_state_dict and scaler.load_state_dict: the weights "
                "and the scale afterwards must equal those saved"))
+
+
+def _script_calls(source: str) -> dict[str, list[dict[str, str]]]:
+    """The functions the learner's script calls, by their last name, with each call's keyword arguments' last names.
+
+    A call inside a loop counts twice: what the check needs to know is whether the code runs it more than once.
+    """
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}
+    found: dict[str, list[dict[str, str]]] = {}
+
+    def last(node: ast.AST) -> str:
+        return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+
+    def visit(node: ast.AST, in_loop: bool) -> None:
+        if isinstance(node, ast.Call) and last(node.func):
+            kws = {k.arg: last(k.value) for k in node.keywords if k.arg}
+            found.setdefault(last(node.func), []).extend([kws] * (2 if in_loop else 1))
+        for child in ast.iter_child_nodes(node):
+            visit(child, in_loop or isinstance(node, (ast.For, ast.While, ast.comprehension)))
+
+    visit(tree, False)
+    for node in ast.walk(tree):  # a comprehension's element runs once per item too
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+            visit(node.elt, True)
+    return found
 
 
 def _has_scaler(folder: Path) -> bool:
