@@ -9,7 +9,7 @@ each lives in one submodule, which is importable too (``fp16lab.train``, loaded 
 - ``precision``: fp32 / tf32 / fp16 / bf16 as a validated choice; the one place autocast is built
 - ``numerics``: storage formats (fp32, fp16, bf16, FP8): facts, exact rounding, bit views, spacing
 - ``timing``: honest timing (warm-up, synchronisation, medians) and the one profiler
-- ``train``: ``train_step`` (one step in the right order), ``fit`` (the loop, with callbacks), checkpoints
+- ``train``: ``amp_step`` (the bare AMP step), ``train_step`` (one checked step), ``fit`` (the loop, with callbacks), checkpoints
 - ``debug``: dtype trace under autocast, first non-finite layer, the largest batch that fits
 - ``align``: Tensor Core alignment: audit a model, pad its sizes, matmul sweeps
 - ``data``: learnable data generated locally (images, a synthetic language); ``gpt``: a small GPT
@@ -28,7 +28,7 @@ __version__ = "0.1.0"
 
 # name -> the submodule that owns it (imported on first use, so ``import fp16lab`` stays light)
 _HOMES = {
-    "fit": "train", "train_step": "train", "evaluate": "train", "make_scaler": "train",
+    "fit": "train", "amp_step": "train", "train_step": "train", "evaluate": "train", "make_scaler": "train",
     "History": "train", "TrainingDiverged": "train", "save_checkpoint": "train", "load_checkpoint": "train",
     "Evaluate": "train", "Checkpoint": "train", "Schedule": "train", "DivergenceGuard": "train",
     "ProgressBar": "train",

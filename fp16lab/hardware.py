@@ -26,6 +26,7 @@ __all__ = [
     "PEAK_TFLOPS",
     "peak_for",
     "chip_features",
+    "build_code_for",
     "Profile",
     "PROFILES",
     "PROFILE_ENV",
@@ -183,6 +184,39 @@ def chip_features(capability: tuple[int, int], name: str | None = None) -> dict[
         "tf32": cap >= (8, 0),  # Ampere
         "fp8": cap >= (8, 9),  # Ada, Hopper
     }
+
+
+_ARCH = re.compile(r"^(sm|compute)_(\d+)(\d)([af]?)$")
+
+
+def build_code_for(arch_list: list[str], capability: tuple[int, int]) -> str | None:
+    """The entry of a torch build's arch list (``torch.cuda.get_arch_list()``) a chip can run, or None.
+
+    Why: a wheel need not name the chip. Machine code for sm_XY runs on sm_XZ for Z >= Y (same major),
+    PTX compute_XY is compiled on load for any capability >= XY; "a"/"f" (arch-specific) code runs on its
+    own chip (family) only (cited: NVIDIA CUDA C++ Programming Guide, binary compatibility). The closest
+    machine code wins, then PTX.
+    """
+    if not isinstance(arch_list, (list, tuple)) or not all(isinstance(a, str) for a in arch_list):
+        raise ValueError(f"arch_list must be a list of strings such as ['sm_80', 'sm_86'], got {arch_list!r}")
+    cap = _capability(capability)
+    cubins: list[tuple[tuple[int, int], str]] = []
+    ptx: list[tuple[tuple[int, int], str]] = []
+    for entry in arch_list:
+        m = _ARCH.match(entry.strip())
+        if m is None:
+            continue
+        kind, major, minor, special = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
+        target = (major, minor)
+        if kind == "sm":
+            fits = target == cap if special == "a" else (major == cap[0] and minor <= cap[1])
+            if fits:
+                cubins.append((target, entry))
+        elif target <= cap and not special:
+            ptx.append((target, entry))
+    if cubins:
+        return max(cubins)[1]
+    return max(ptx)[1] if ptx else None
 
 
 # ------------------------------------------------------------------------ profiles

@@ -223,10 +223,10 @@ def matmul_tflops(
     dev = resolve_device(device)
     min_run_time = positive_float("min_run_time", min_run_time)
     seed = non_negative_int("seed", seed)
-    return _matmul_tflops(m, n, k, p, dev, min_run_time, seed)
+    return parsed_matmul_tflops(m, n, k, p, dev, min_run_time, seed)
 
 
-def _matmul_tflops(
+def parsed_matmul_tflops(
     m: int, n: int, k: int, p: Precision, dev: torch.device, min_run_time: float, seed: int
 ) -> dict[str, object]:
     """:func:`matmul_tflops` on parsed arguments (callers have validated them)."""

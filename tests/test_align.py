@@ -571,7 +571,7 @@ def test_sweep_compares_with_the_peak_of_the_chip_that_really_ran(fake_gpu, monk
 
     fake_gpu("hopper")
     hardware.use_profile("rtx4090d")
-    monkeypatch.setattr(sweep_mod, "_matmul_tflops", lambda m, n, k, p, dev, t, seed: {
+    monkeypatch.setattr(sweep_mod, "parsed_matmul_tflops", lambda m, n, k, p, dev, t, seed: {
         "m": m, "n": n, "k": k, "precision": p.value, "seconds": 1.0, "iqr_s": 0.0, "tflops": 500.0})
     df = matmul_sweep([64], ["fp16"], "cuda", progress=False)
     assert df.loc[0, "peak_tflops"] == hardware.PEAK_TFLOPS["H200"].fp16  # not the 4090D's

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from fp16lab.align import audit, pad_layers
+from fp16lab.course.answers import WrongAnswer
 from fp16lab.course.answers.l03 import (
     card_precision,
     check_card_audit,
@@ -112,31 +113,59 @@ def test_card_audit_rejects_a_wrong_shape():
         check_card_audit(MLP, {("0", "in_features")})
 
 
-def _measured(busy=0.7):
+def _measured(busy=0.7, rounds=3):
+    """Section 10's table as time_interleaved gives it: one row per variant and round (kernel times jitter a little)."""
     rows = [("NCHW (default format)", 3000.0, 42.0), ("channels_last", 4150.0, 22.0),
-            ("channels_last + fc padded 101->104", 4100.0, 22.5), ("channels_last, cudnn.benchmark=False", 3400.0, 30.0)]
-    frame = pd.DataFrame([{"section": "resnet50", "variant": v, "per_s": p, "gpu_kernel_ms": k, "gpu_busy": busy,
-                           "status": "ok"} for v, p, k in rows])
-    return pd.concat([frame, pd.DataFrame([{"section": "gpt", "variant": "x", "per_s": 1.0, "status": "ok"}])],
-                     ignore_index=True)
+            ("channels_last + fc padded 101->104", 4100.0, 22.0), ("channels_last, cudnn.benchmark=False", 3400.0, 22.0)]
+    frame = pd.DataFrame([{"section": "resnet50", "variant": v, "round": r, "batch": 128, "per_s": p * (1 + 0.01 * r),
+                           "ms": 128 / (p * (1 + 0.01 * r)) * 1e3, "gpu_kernel_ms": k * (1 + 0.005 * (r - 1)),
+                           "gpu_busy": busy, "status": "ok"} for r in range(rounds) for v, p, k in rows])
+    return pd.concat([frame, pd.DataFrame([{"section": "gpt", "variant": "x", "round": 0, "per_s": 1.0, "ms": 1.0,
+                                            "status": "ok"}])], ignore_index=True)
 
 
-def test_layout_choice_accepts_the_kernel_time_ratio(capsys):
+def test_layout_choice_accepts_the_median_kernel_time_ratio(capsys):
     check_layout_choice(_measured(), "channels_last", 42.0 / 22.0)
     assert "correct" in capsys.readouterr().out
 
 
+def test_layout_choice_accepts_a_single_measurement_per_variant(capsys):
+    check_layout_choice(_measured(rounds=1).drop(columns="round"), "channels_last", 42.0 / 22.0)
+    assert "correct" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(("layout", "gain", "hint"), [
-    ("channels_last", 4150.0 / 3000.0, "that is the images/s ratio"),
-    ("NCHW", 22.0 / 42.0, "favours the other layout"),
-    ("channels_last", 22.0 / 42.0, "kernel_gain is off"),
+    ("channels_last", 4150.0 / 3000.0, "wall-time \\(images/s\\) ratio"),       # images/s instead of kernel time
+    ("channels_last", (128 / 3000.0) / (128 / 4150.0), "wall-time"),             # step wall time instead of kernels
+    ("NCHW", 22.0 / 42.0, "favours the other layout"),                           # ratio inverted, layout from it
+    ("channels_last", 22.0 / 42.0, "upside down"),                              # ratio inverted
+    ("channels_last", 1.5, "kernel_gain is off"),
     ("NHWC please", 1.9, "layout is one of"),
+    ("channels_last", "1.9", "kernel_gain is a number"),
 ])
 def test_layout_choice_rejects_wrong_answers(layout, gain, hint):
-    with pytest.raises(AssertionError, match=hint):
+    with pytest.raises(WrongAnswer, match=hint):
         check_layout_choice(_measured(), layout, gain)
 
 
-def test_layout_choice_without_a_measurement_says_so(capsys):
-    check_layout_choice(None, None, None)
-    assert "nothing to check" in capsys.readouterr().out
+def test_a_wrong_answer_shows_the_hint_alone():
+    with pytest.raises(WrongAnswer) as info:
+        check_layout_choice(_measured(), "channels_last", 22.0 / 42.0)
+    shown = info.value._render_traceback_()
+    assert len(shown) == 1 and "upside down" in shown[0] and "kern[" not in shown[0]
+
+
+@pytest.mark.parametrize("measured", [None, pd.DataFrame({"section": ["gpt"], "variant": ["x"]}),
+                                      _measured().query("section == 'gpt'").assign(gpu_kernel_ms=float("nan"))])
+def test_layout_choice_without_a_measurement_fails_and_says_why(measured, capsys):
+    with pytest.raises(WrongAnswer, match="cannot run here"):
+        check_layout_choice(measured, "channels_last", 1.9)
+    assert "correct" not in capsys.readouterr().out
+
+
+def test_every_check_raises_wrong_answer_not_a_bare_assertion():
+    unseen = _unseen()
+    with pytest.raises(WrongAnswer):
+        check_padded_copy(_unseen, unseen, None, None, None, PROBE)
+    with pytest.raises(WrongAnswer):
+        check_card_audit(MLP, {("0", "in_features")})

@@ -1,5 +1,8 @@
 """Lesson 04's exercise checks accept the right answer and reject the typical wrong ones."""
 
+import copy
+
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -32,6 +35,53 @@ class LateIsland(Net):
             return self.out(self.norm(h.float()))
 
 
+class WideIsland(Net):
+    def forward(self, x):
+        with torch.autocast(device_type=x.device.type, enabled=False):  # FP32 from the input on
+            h = self.norm(self.mid(torch.relu(self.inp(x.float()))))
+        return self.out(h)
+
+
+class NoCast(Net):
+    def forward(self, x):
+        h = torch.relu(self.inp(x))
+        with torch.autocast(device_type=x.device.type, enabled=False):  # forgot .float()
+            h = self.norm(self.mid(h))
+        return self.out(h)
+
+
+class Scaled(Net):
+    """Hides the overflow: mid runs in FP16 on an input divided by 1024 (LayerNorm undoes the scale)."""
+
+    def forward(self, x):
+        return self.out(self.norm(self.mid(torch.relu(self.inp(x)) / 1024)))
+
+
+class BF16Island(Net):
+    def forward(self, x):
+        h = torch.relu(self.inp(x))
+        with torch.autocast(device_type=x.device.type, dtype=torch.bfloat16):  # another 16-bit dtype
+            h = self.norm(self.mid(h))
+        return self.out(h.float())
+
+
+def _sequential(model, island: slice):
+    """The same net rebuilt as nn.Sequential with copied weights and an FP32 island over layers[island]."""
+    layers = copy.deepcopy([model.inp, nn.ReLU(), model.mid, model.norm, model.out])
+
+    class Seq(nn.Sequential):
+        def forward(self, x):
+            for i, layer in enumerate(self):
+                if i in range(len(self))[island]:
+                    with torch.autocast(device_type=x.device.type, enabled=False):
+                        x = layer(x.float())
+                else:
+                    x = layer(x)
+            return x
+
+    return Seq(*layers)
+
+
 class AllFP32(Net):
     def forward(self, x):
         with torch.autocast(device_type=x.device.type, enabled=False):
@@ -61,10 +111,24 @@ def test_overflow_fix(ex1, capsys):
         l04.check_overflow_fix("inp", _copy(Island, model), model, x)
     with pytest.raises(AssertionError, match="still holds inf/NaN"):
         l04.check_overflow_fix("mid", _copy(LateIsland, model), model, x)
+    with pytest.raises(AssertionError, match="inp run in FP32 but never see values"):
+        l04.check_overflow_fix("mid", _copy(WideIsland, model), model, x)
+    with pytest.raises(AssertionError, match="nothing is cast for you"):
+        l04.check_overflow_fix("mid", _copy(NoCast, model), model, x)
     with pytest.raises(AssertionError, match="nothing runs in FP16"):
         l04.check_overflow_fix("mid", _copy(AllFP32, model), model, x)
     with pytest.raises(AssertionError, match="did you copy the weights"):
         l04.check_overflow_fix("mid", Island(), model, x)
+    l04.check_overflow_fix("mid", _sequential(model, slice(2, 4)), model, x)  # the right island, as a Sequential
+    assert "✓" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="out run in FP32 but never see"):
+        l04.check_overflow_fix("mid", _sequential(model, slice(2, 5)), model, x)  # mid, norm, out
+    with pytest.raises(AssertionError, match="inp run in FP32 but never see"):
+        l04.check_overflow_fix("mid", _sequential(model, slice(0, 4)), model, x)  # inp, ReLU, mid, norm
+    with pytest.raises(AssertionError, match="mid itself runs in float16"):
+        l04.check_overflow_fix("mid", _copy(Scaled, model), model, x)
+    with pytest.raises(AssertionError, match="mid itself runs in bfloat16"):
+        l04.check_overflow_fix("mid", _copy(BF16Island, model), model, x)
 
 
 def _run_of(rows):
@@ -79,7 +143,8 @@ def _run_of(rows):
 RUNS = _run_of({
     5.0: ([6.0] * 3 + [2.0] * 7, [1.0] * 5 + [0.2] * 5, True),      # clips 30 %, learns: a safety net
     1.0: ([3.0] * 10, [1.0] * 5 + [0.3] * 5, True),                 # clips every step: a brake
-    100.0: ([50.0] * 10, [1.0] * 5 + [9.0] * 5, True),              # too loose: finishes, does not learn
+    100.0: ([50.0] * 10, [1.0] * 10, True),                         # too loose: finishes, does not learn
+    25.0: ([30.0] * 10, [1.0] * 5 + [200.0] + [0.3] * 4, True),     # finishes and ends low, but blew up on the way
     1000.0: ([50.0] * 4, [1.0] * 4, False),                         # explodes
 })
 
@@ -93,39 +158,92 @@ def test_clip_threshold(capsys):
         l04.check_clip_threshold(100.0, RUNS, 10)
     with pytest.raises(AssertionError, match="still explodes"):
         l04.check_clip_threshold(1000.0, RUNS, 10)
+    with pytest.raises(AssertionError, match="rose to 200×"):
+        l04.check_clip_threshold(25.0, RUNS, 10)
     with pytest.raises(AssertionError, match="positive, finite"):
         l04.check_clip_threshold(-1.0, RUNS, 10)
+    l04.check_clip_threshold(np.float64(5.0), RUNS, 10)  # pandas' idxmax/idxmin give NumPy numbers: accepted
+    assert "✓" in capsys.readouterr().out
 
 
-def _square_fn(cast: bool, decorate: bool, factor: float):
+def _square_fn(cast=torch.float32, decorate: bool = True, factor: float = 2.0, upstream: bool = True,
+               island: bool = False, half_backward: bool = False):
+    """SumSquares variants: the right one and the typical wrong ones."""
     class Fn(torch.autograd.Function):
         @staticmethod
         def forward(ctx, x):
-            ctx.save_for_backward(x)
+            ctx.save_for_backward(x.half() if half_backward else x)
+            if island:  # autocast off inside, but x still arrives in FP16
+                with torch.autocast(device_type=x.device.type, enabled=False):
+                    return (x * x).sum(dim=-1)
             return (x * x).sum(dim=-1)
 
         @staticmethod
         def backward(ctx, grad):
             (x,) = ctx.saved_tensors
-            return factor * x * grad.unsqueeze(-1)
+            if half_backward:  # forward in FP32, backward in FP16
+                return factor * x * grad.half().unsqueeze(-1)
+            return factor * x * (grad.unsqueeze(-1) if upstream else 1)
 
     if decorate:
-        fwd = torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32 if cast else None)
-        Fn.forward = staticmethod(fwd(Fn.forward.__func__ if hasattr(Fn.forward, "__func__") else Fn.forward))
+        fwd = torch.amp.custom_fwd(device_type="cpu", cast_inputs=cast)
+        Fn.forward = staticmethod(fwd(Fn.forward))
         Fn.backward = staticmethod(torch.amp.custom_bwd(device_type="cpu")(Fn.backward))
     return Fn
 
 
-def test_safe_function(capsys):
+class CastInside(torch.autograd.Function):
+    """Also right: an FP32 island inside forward, by hand."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        xf = x.float()
+        return (xf * xf).sum(dim=-1)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x.float() * grad.unsqueeze(-1)
+
+
+@pytest.fixture(scope="module")
+def ex3():
     torch.manual_seed(0)
-    layer, x = nn.Linear(8, 64), torch.randn(4, 8) * 100
-    l04.check_safe_function(_square_fn(True, True, 2.0), layer, x)
-    assert "✓" in capsys.readouterr().out
-    with pytest.raises(AssertionError, match="do the inputs reach forward in FP16"):
-        l04.check_safe_function(_square_fn(False, False, 2.0), layer, x)      # no decorators
-    with pytest.raises(AssertionError, match="do the inputs reach forward in FP16"):
-        l04.check_safe_function(_square_fn(False, True, 2.0), layer, x)       # custom_fwd without cast_inputs
-    with pytest.raises(AssertionError, match="the gradient is wrong"):
-        l04.check_safe_function(_square_fn(True, True, 1.0), layer, x)        # forgot the 2
+    return nn.Linear(8, 64), torch.randn(4, 8) * 400
+
+
+def test_unmodified_function_fails(ex3):
+    layer, x = ex3
+    with pytest.raises(AssertionError, match="the output still overflows"):
+        l04.check_safe_function(_square_fn(decorate=False), layer, x)  # the exercise's SumSquares as given
+
+
+def test_safe_function(ex3, capsys):
+    layer, x = ex3
+    for right in (_square_fn(), CastInside):
+        l04.check_safe_function(right, layer, x)
+        assert "✓" in capsys.readouterr().out
+    wrong = {
+        "the output still overflows": [_square_fn(cast=None), _square_fn(decorate=False, island=True)],  # no cast; island without .float()
+        "the output is bfloat16": [_square_fn(cast=torch.bfloat16)],  # right formula, wrong dtype
+        "off by a constant factor": [_square_fn(factor=1.0)],  # forgot the 2
+        "ignores the upstream gradient": [_square_fn(upstream=False)],  # tested with ones, this passed
+        "the backward computes in float16": [_square_fn(half_backward=True)],  # finite, but FP16 math
+    }
+    for match, fns in wrong.items():
+        for fn in fns:
+            with pytest.raises(AssertionError, match=match):
+                l04.check_safe_function(fn, layer, x)
     with pytest.raises(AssertionError, match="subclass of torch.autograd.Function"):
         l04.check_safe_function(nn.Linear, layer, x)
+    with pytest.raises(AssertionError, match="cannot run here"):
+        l04.check_safe_function(_square_fn(), layer, x / 100)  # activations too small to overflow
+
+
+def test_wrong_answer_shows_only_the_hint(ex3):
+    layer, x = ex3
+    with pytest.raises(l04.WrongAnswer) as info:
+        l04.check_safe_function(_square_fn(factor=1.0), layer, x)
+    shown = "".join(info.value._render_traceback_())
+    assert shown.startswith("✗ Hint:") and "2 *" not in shown and "def " not in shown

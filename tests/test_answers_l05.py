@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 import torch
 
+from fp16lab.course.answers import WrongAnswer
 from fp16lab.course.answers.l05 import check_batch_plan, check_gated, check_lean
 
 
@@ -15,34 +16,57 @@ def _fits(fp32=(32, 64, 128, 256, 288), fp16=(32, 64, 128, 256, 512, 544)):
     return pd.DataFrame(ok + oom)
 
 
-def test_batch_plan_accepts_the_largest_power_of_two(capsys):
-    check_batch_plan(_fits(), 512, 2)
+def test_batch_plan_accepts_the_largest_divisor_that_fits(capsys):
+    check_batch_plan(_fits(), 512, 3)  # fp16 fits 544: 512 divides 1536, 768 does not fit
     assert "correct" in capsys.readouterr().out
+    check_batch_plan(_fits(fp16=(32, 64, 128, 256, 480)), 384, 4)  # below 512: 384, not the power of two 256
+    check_batch_plan(_fits(), 512, 2, target=1024)  # the effective batch is the check's argument
 
 
 @pytest.mark.parametrize(("micro", "accum", "hint"), [
-    (256, 4, "that is what fits in FP32"),           # read the fp32 rows
+    (256, 6, "that is what fits in FP32"),           # read the fp32 rows
     (544, 2, "must be the effective batch"),          # the largest fit, not a divisor
-    (1024, 1, "did not fit"),
-    (128, 8, "a larger power of two fits"),
-    (96, 10, "must be the effective batch"),
+    (544, 3, "must be the effective batch"),
+    (768, 2, "did not fit"),
+    (1536, 1, "did not fit"),                         # no accumulation at all
+    (384, 4, "a larger micro-batch that divides 1536"),
+    (96, 16, "a larger micro-batch"),
+    (512, 2, "must be the effective batch, 1536"),    # the 1024 of an older version: a hard-coded plan
+    (512, 1, "must be the effective batch"),          # forgot the accumulation
+    (3, 512, "a larger micro-batch"),                 # micro_batch and accum_steps swapped
     (1.5, 2, "positive ints"),
+    (3, 0, "positive ints"),
 ])
 def test_batch_plan_rejects_wrong_plans(micro, accum, hint):
-    with pytest.raises(AssertionError, match=hint):
+    with pytest.raises(WrongAnswer, match=hint):
         check_batch_plan(_fits(), micro, accum)
+
+
+def test_batch_plan_rejects_the_power_of_two_habit():
+    fits = _fits(fp32=(32, 64, 128, 160), fp16=(32, 64, 128, 256, 480))  # 512 does not fit; 384 does, divides 1536
+    with pytest.raises(WrongAnswer, match="a larger micro-batch"):
+        check_batch_plan(fits, 256, 6)
 
 
 def test_batch_plan_follows_a_smaller_card():
     small = _fits(fp32=(32, 64), fp16=(32, 64, 128, 160))
-    check_batch_plan(small, 128, 8)
-    with pytest.raises(AssertionError, match="FP32"):
-        check_batch_plan(small, 64, 16)
+    check_batch_plan(small, 128, 12)
+    with pytest.raises(WrongAnswer, match="FP32"):
+        check_batch_plan(small, 64, 24)
 
 
-def test_batch_plan_without_a_search_says_so(capsys):
-    check_batch_plan(None, None, None)
-    assert "nothing to check" in capsys.readouterr().out
+def test_batch_plan_without_a_search_fails_and_says_why():
+    with pytest.raises(WrongAnswer, match="cannot run here.*fits.frame is None"):
+        check_batch_plan(None, 512, 3)
+    with pytest.raises(WrongAnswer, match="pass the search's table"):
+        check_batch_plan(pd.DataFrame({"batch_size": [512]}), 512, 3)
+
+
+def test_a_wrong_answer_shows_the_hint_alone():
+    with pytest.raises(WrongAnswer) as caught:
+        check_batch_plan(_fits(), 256, 6)
+    shown = caught.value._render_traceback_()  # what IPython prints instead of a traceback
+    assert shown == ["✗ " + str(caught.value)] and "fp16" in shown[0] and "_largest" not in "".join(shown)
 
 
 def normalise(x):

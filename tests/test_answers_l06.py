@@ -43,7 +43,7 @@ def _namespace(evidence: BenchResult, rounds: BenchResult) -> dict:
 
 def _check(number: int, ns: dict) -> None:
     if number == 1:
-        l06.check_eager_pick(ns["choice"], ns["advantage"], ns["evidence"].frame)
+        l06.check_like_for_like(ns["choice"], ns["ratio"], ns["spread"], ns["evidence"].frame)
     elif number == 2:
         l06.check_round_ratio(ns["ratio_median"], ns["ratio_spread"], ns["live"].frame, ns["num"], ns["den"])
     else:
@@ -76,14 +76,22 @@ def test_every_wrong_answer_is_rejected_with_a_hint(number, evidence, rounds):
 
 def test_the_hints_name_the_mistakes(evidence, rounds):
     f = evidence.frame
-    with pytest.raises(AssertionError, match="do not follow the guide"):
-        l06.check_eager_pick("bf16_cl", 1.0, f)
-    with pytest.raises(AssertionError, match="not only the two precisions"):
-        l06.check_eager_pick("fp16_cl", 1.0, f)
-    with pytest.raises(AssertionError, match="eager only"):
-        l06.check_eager_pick(COMPILED, 1.0, f)
+    from fp16lab.labs.benchmark.analysis import ratio_values, summarise
+    values = ratio_values(f, "bf16_cl", "fp16_cl")[0]
+    med, sp, _ = summarise(values)
+    inv = summarise([1 / v for v in values])[0]
+    expected = "tie" if abs(med - 1) <= sp else ("bf16_cl" if med > 1 else "fp16_cl")
+    with pytest.raises(AssertionError, match="like for like"):
+        l06.check_like_for_like("fp16_cl_fused", med, sp, f)
+    with pytest.raises(AssertionError, match="upside down"):
+        l06.check_like_for_like(expected, inv, sp, f)
+    with pytest.raises(AssertionError, match="call it a tie" if expected == "tie" else "not a tie"):
+        l06.check_like_for_like("bf16_cl" if expected == "tie" else "tie", med, sp, f)
+    if expected == "fp16_cl":
+        with pytest.raises(AssertionError, match="do not follow the guide"):
+            l06.check_like_for_like("bf16_cl", med, sp, f)
     with pytest.raises(AssertionError, match="assign choice"):
-        l06.check_eager_pick(None, None, f)
+        l06.check_like_for_like(None, None, None, f)
     rep = rounds.frame[rounds.frame["part"] == "repeat"].pivot(index="round", columns="config", values="img_per_s")
     ratios = rep["bf16_cl"] / rep["fp32_default"]
     med = float(ratios.median())

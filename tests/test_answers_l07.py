@@ -102,12 +102,13 @@ def test_budget_check_accepts_kahan(capsys):
 @pytest.mark.parametrize(("choice", "state", "match"), [
     (None, None, "assign both"),
     ("AMP: FP32 weights, torch AdamW", None, "assign both"),
-    ("AMP: FP32 weights, torch AdamW", gib("AMP: FP32 weights, torch AdamW"), "does not fit"),  # forgot activations
+    ("AMP: FP32 weights, torch AdamW", gib("AMP: FP32 weights, torch AdamW"), "does not fit"),  # forgot the reserve
     ("16-bit weights, AdamW16 master", gib("16-bit weights, AdamW16 master"), "does not fit"),
     ("16-bit weights, AdamW16 nearest", gib("16-bit weights, AdamW16 nearest"), "lost"),
     ("16-bit weights, torch AdamW", gib("16-bit weights, torch AdamW"), "lost"),
     ("16-bit weights, AdamW16 kahan", gib("16-bit weights, AdamW16 kahan") * 2**30 / 1e9, "looks like GB"),
     ("16-bit weights, AdamW16 kahan", 14.0, "times that setup's total bytes/param"),
+    ("16-bit weights, AdamW16 kahan", BUDGET["params"] * 16 / 2**30, "times that setup's total bytes/param"),  # AMP's bytes
     ("kahan", 17.0, "one of memory_table's row names"),
 ])
 def test_budget_check_rejects_wrong_choices(choice, state, match):
@@ -145,7 +146,17 @@ def logits(option: str) -> torch.Tensor:
             return copy.deepcopy(MODEL).half()(TOKENS)
         if option == "bf16 weights":
             return copy.deepcopy(MODEL).to(torch.bfloat16)(TOKENS)
+        if option == "fp32 .half()":
+            return MODEL(TOKENS).half()
         return MODEL(TOKENS)
+
+
+def test_budget_fits_only_with_the_reserve():
+    """Kahan fits the card with the reserve; AMP fits only when the reserve is forgotten (the mistake)."""
+    card, act, res = BUDGET["card_bytes"] / 2**30, BUDGET["activations_gib"], BUDGET["reserve_gib"]
+    assert gib("16-bit weights, AdamW16 kahan") + act + res <= card - 0.5  # margin for the learner's rounding
+    amp = gib("AMP: FP32 weights, torch AdamW") + act + res
+    assert card + 0.2 < amp and amp - res <= card - 0.5  # fits only if the reserve is forgotten
 
 
 def test_t4_check_accepts_fp16_autocast(capsys):
@@ -161,6 +172,7 @@ def test_t4_check_accepts_fp16_autocast(capsys):
     ("fp32", "fp32", "runs no 16-bit matmul"),
     ("fp16 autocast, FP32 weights", "fp32", "compute them with your choice"),
     ("FP16", "fp32", "must be one of"),
+    ("fp16 autocast, FP32 weights", "fp32 .half()", "cast with .half"),  # FP32 logits cast afterwards
 ])
 def test_t4_check_rejects_wrong_choices(choice, got, match):
     assert set(T4_OPTIONS) >= {"fp32", "bf16 weights"}

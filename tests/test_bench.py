@@ -43,8 +43,7 @@ from fp16lab.labs.benchmark import (
 from fp16lab.labs.benchmark.analysis import _verdict as verdict
 from fp16lab.labs.benchmark.analysis import summarise
 from fp16lab.labs.benchmark.configs import parse_configs, parse_model, validate_batch_sizes, validate_output
-from fp16lab.labs.benchmark.measure import Session
-from fp16lab.labs.benchmark.measure import _finish_row as finish_row
+from fp16lab.labs.benchmark.measure import Session, finish_row
 from fp16lab.labs.benchmark.measure import _settings_row as settings_row
 
 TINY = BenchSettings(image_size=32, warmup=1, steps=1, windows=2, cpu_threads=1, num_classes=10)
@@ -864,12 +863,19 @@ def test_a_reference_shows_todays_labels_for_configurations_that_did_not_change(
 
 
 def test_a_captured_step_builds_autocast_without_its_weight_cache(monkeypatch):
+    # the benchmark's step is the library's amp_step; a captured one turns the weight-cast cache off
+    import dataclasses
+
     import fp16lab.labs.benchmark.steps as steps
 
     seen = []
-    monkeypatch.setattr(steps, "autocast", lambda p, d, cache_enabled=None: seen.append(cache_enabled))
-    steps._autocast(CONFIGS["fp16"].precision, CPU, capture=True)
-    steps._autocast(CONFIGS["fp16"].precision, CPU, capture=False)
+    monkeypatch.setattr(steps, "amp_step", lambda *a, cache_enabled=None, **k: seen.append(cache_enabled))
+    net = nn.Linear(4, 2)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    x, y = torch.randn(2, 4), torch.tensor([0, 1])
+    for graph in (True, False):
+        cfg = dataclasses.replace(CONFIGS["fp16"], cuda_graph=graph)
+        steps._hand_step(net, opt, cfg, x, y, CPU)()
     assert seen == [False, None]
 
 

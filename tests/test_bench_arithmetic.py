@@ -17,8 +17,8 @@ from torch import nn
 import fp16lab.labs.benchmark.measure as measure
 import fp16lab.labs.benchmark.run as run_mod
 from fp16lab.labs.benchmark import RECOMMENDED, BenchSettings, bench_one, run_benchmark, targets_table
-from fp16lab.labs.benchmark.measure import _finish_row as finish_row
 from fp16lab.labs.benchmark.measure import _settings_row as settings_row
+from fp16lab.labs.benchmark.measure import finish_row
 
 # batch 4, 10 steps per window: a window is 40 images
 TEN = BenchSettings(image_size=16, warmup=2, steps=10, windows=3, cpu_threads=1, num_classes=10)

@@ -42,7 +42,7 @@ from fp16lab.course.i18n import tr
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
-LESSON = NOTEBOOKS / "02_amp_training_loop.ipynb"  # has tqdm progress bars (widgets) in its outputs
+LESSON = NOTEBOOKS / "02_amp_training_loop.ipynb"  # a lesson with exercises; the test adds its own tqdm bar (a widget)
 BUDGET_S = 170.0  # one notebook run must stay under 3 minutes
 SESSION_BUDGET_S = 480.0  # the learner's whole session (about 2 minutes on an idle 2-core machine)
 CHROMIUM_FLAGS = [

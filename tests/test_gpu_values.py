@@ -18,7 +18,7 @@ from torch import nn
 from fp16lab.labs.benchmark import CONFIGS, BenchSettings, bench_one
 from fp16lab.labs.benchmark.configs import parse_model
 from fp16lab.labs.benchmark.measure import _backend
-from fp16lab.labs.benchmark.steps import _build_runner as build_runner
+from fp16lab.labs.benchmark.steps import build_runner
 from fp16lab.timing import time_windows
 from fp16lab.train import make_scaler, train_step
 

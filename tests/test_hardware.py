@@ -248,3 +248,15 @@ def test_pick_for_memory_accepts_numpy_keys():
     import numpy as np
 
     assert pick_for_memory(1, {np.int64(8): 2, np.float64(16.0): 3}) in (1, 2, 3)
+
+
+def test_build_code_for_follows_cuda_binary_compatibility():
+    from fp16lab.hardware import build_code_for
+
+    wheel = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]   # a cu130 wheel: no sm_89 entry
+    assert build_code_for(wheel, (8, 9)) == "sm_86"                     # same major, older minor: runs
+    assert build_code_for(["sm_75", "sm_90"], (8, 9)) is None          # newer or other major: does not
+    assert build_code_for(["sm_90a", "compute_80"], (8, 9)) == "compute_80"   # PTX is compiled on load
+    assert build_code_for(["sm_90a"], (9, 0)) == "sm_90a" and build_code_for([], (8, 9)) is None
+    with pytest.raises(ValueError, match="arch_list must be a list of strings"):
+        build_code_for("sm_86", (8, 9))

@@ -56,6 +56,9 @@ SKIP_NAMES = {  # by function name, in any module
     "run_parsed": "argparse plumbing: given the parsed Namespace by the CLI",
 }
 SKIP_FUNCTIONS = {
+    "fp16lab.labs.amp_loop.measure_train_overhead": "times ResNet-50 training steps (tests/test_amp_loop_lab.py runs "
+                                                    "it small on the CPU)",
+    "fp16lab.labs.amp_loop.measure_overhead": "measure_train_overhead with cuDNN flags and an OOM row",
     "fp16lab.labs.multi_gpu.launcher.launch": "starts worker processes (tests/test_distributed.py probes it)",
     "fp16lab.labs.multi_gpu.launcher.Workers": "starts worker processes (tests/test_distributed.py probes it)",
     "fp16lab.labs.multi_gpu.experiments.ddp_vs_single": "needs a started world (Workers): tests/test_distributed.py",
@@ -66,7 +69,10 @@ SKIP_FUNCTIONS = {
     "fp16lab.labs.multi_gpu.experiments.fsdp_policies": "needs a started world (Workers)",
     "fp16lab.labs.multi_gpu.experiments.rank_table": "needs a started world (Workers)",
     "fp16lab.course.labserver.ReferenceContentsManager": "a Jupyter server extension class",
-    "fp16lab.train.loop.History": "a pandas DataFrame subclass: its constructor is pandas' own",
+    "fp16lab.train.run.History": "a pandas DataFrame subclass: its constructor is pandas' own",
+    "fp16lab.train.run.Run": "fit's run, built by fit from its checked Plan (tests/test_train.py)",
+    "fp16lab.train.step.amp_step": "the bare AMP step a benchmark times, unchecked by design (train_step is the "
+                                   "checked one; tests/test_train.py checks amp_step against the oracle)",
     "fp16lab.labs.memory.allocator.memory_cap": "caps the CUDA allocator of this process (GPU only)",
     "fp16lab.course.runtime.quick.pick": "quick= and full= are any values the lesson picks between",
     "fp16lab.course.runtime.quick.pick_for_memory": "quick= and full= are any values the lesson picks between",
@@ -178,6 +184,7 @@ GOOD: dict[str, Callable[[Path], Any]] = {
     "fmt": lambda tmp: "fp16",
     "gpu_name": lambda tmp: "NVIDIA H200",
     "capability": lambda tmp: (8, 0),
+    "arch_list": lambda tmp: ["sm_80", "sm_86"],
     "line": lambda tmp: "a line",
     "source": lambda tmp: "x = 1",
     "solution": lambda tmp: "x = 1",
@@ -353,6 +360,7 @@ OVERRIDES: dict[str, dict[str, Callable[[Path], Any]]] = {
     "fp16lab.course.classroom.plot_room": {"frame": _room, "path": lambda tmp: tmp / "room.png"},
     "fp16lab.train.checkpoint.read_checkpoint": {"path": _checkpoint},
     "fp16lab.train.step.train_step": {"scaler": lambda tmp: torch.amp.GradScaler("cpu", enabled=True)},
+    "fp16lab.train.callbacks.fit_callbacks": {"callbacks": lambda tmp: []},
     "fp16lab.train.checkpoint.load_checkpoint": {"path": _checkpoint},
     "fp16lab.labs.fp8.scaling.scaling_table": {"tensors": lambda tmp: {"w": torch.randn(4, 4)}},
     "fp16lab.labs.fp8.training.fp8_curves": {"make_model": lambda tmp: (lambda: _gpt(d_model=32))}, "fp16lab.labs.fp8.training.fp8_throughput": {
@@ -455,6 +463,41 @@ def _bench_config(tmp: Path) -> Any:
 
     return CONFIGS["fp32_true"]
 
+
+def _align_summary(tmp: Path) -> Any:
+    import pandas as pd
+
+    from fp16lab.labs.alignment import summarize
+
+    return summarize(pd.DataFrame([{"section": "s", "variant": v, "round": 0, "ms": ms, "per_s": 1e3 / ms,
+                                    "gpu_kernel_ms": ms} for v, ms in (("a", 2.0), ("b", 1.0))]))
+
+
+def _align_case(tmp: Path) -> Any:
+    from fp16lab.labs.alignment import Case
+
+    return [Case("s", "a", 1, "x/s", 1.0, lambda: None)]
+
+
+_ALIGN = "fp16lab.labs.alignment."
+OVERRIDES.update({
+    _ALIGN + "Case": {"section": lambda tmp: "s", "variant": lambda tmp: "a", "batch": lambda tmp: 1,
+                      "unit": lambda tmp: "x/s", "work": lambda tmp: 1.0, "step": lambda tmp: (lambda: None)},
+    _ALIGN + "fp16_step": {"loss_fn": lambda tmp: (lambda out: out.float().sum())},
+    _ALIGN + "time_interleaved": {"cases": _align_case, "min_run_time": lambda tmp: 0.001},
+    _ALIGN + "compare": {"summary": _align_summary, "base": lambda tmp: "a", "other": lambda tmp: "b"},
+    _ALIGN + "peak_ratio": {"from_gpu": lambda tmp: "NVIDIA H200"},
+    _ALIGN + "bandwidth_ratio": {"from_gpu": lambda tmp: "NVIDIA H200"},
+    _ALIGN + "expected_tflops": {"reference": lambda tmp: __import__("pandas").DataFrame(
+        {"precision": ["fp32", "fp16"], "pct_of_peak": [50.0, 60.0]})},
+})
+
+OVERRIDES.update({   # lesson 02's lab: a GiB -> batch table, and the overhead table it measures
+    "fp16lab.labs.amp_loop.batch_for": {"batches": lambda tmp: {0: 32, 22: 256}, "gib": lambda tmp: 24.0},
+    "fp16lab.labs.amp_loop.expected_overhead_ratio": {"frame": lambda tmp: __import__("pandas").DataFrame(
+        {"loop": ["hand-written", "fp16lab.train_step"], "samples_per_s": [100.0, 99.0], "batch": 8,
+         "image_size": 224}), "batch": lambda tmp: 8, "peak_tflops": lambda tmp: 100.0},
+})
 
 _BENCH = "fp16lab.labs.benchmark."
 OVERRIDES.update({
@@ -759,6 +802,7 @@ VALUE_OK: dict[tuple[str, str, str], str] = {  # (function, argument, case): a v
     ("save_results", "frame", "a frame of other columns"): "any table can be saved",
     ("zh_lesson", "entries", "an empty list"): "no translation yet: every markdown cell is reported as a gap",
     ("summarise", "values", "an empty list"): "what ratio_values gives for a config that failed: (nan, nan, 0), n=0 says so",
+    ("build_code_for", "arch_list", "an empty list"): "a CPU-only build: torch.cuda.get_arch_list() is [], and no code runs (None)",
     ("summarize_import_noise", "records", "an empty list"): "an import that logged nothing",
     ("summarize_import_noise", "caught", "an empty list"): "an import that warned nothing",
     ("fp8_capable", "device", "a device this machine lacks"): "the answer is 'FP8: no. no CUDA GPU is visible here'",

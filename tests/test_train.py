@@ -29,6 +29,7 @@ from fp16lab.train import (
     ProgressBar,
     Schedule,
     TrainingDiverged,
+    amp_step,
     evaluate,
     fit,
     load_checkpoint,
@@ -998,20 +999,58 @@ def test_fit_refuses_wrong_objects() -> None:
         train_step(m, opt, make_scaler("fp32", "cpu"), torch.zeros(2, 12), precision="fp32")
 
 
-def test_fit_reads_the_scale_once_per_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    # each step's scale comes with its one read-back; get_scale() (a host sync on a GPU) runs once
+def test_fit_never_asks_the_scaler_for_its_scale(monkeypatch: pytest.MonkeyPatch) -> None:
+    # each step's scale (before and after) comes with its one read-back, through the public scaler.scale();
+    # neither get_scale() (a host sync on a GPU) nor the private _get_scale_async runs
     calls = {"n": 0}
-    real = torch.amp.GradScaler.get_scale
 
     def counting(self):
         calls["n"] += 1
-        return real(self)
+        raise AssertionError("get_scale/_get_scale_async called")
 
     monkeypatch.setattr(torch.amp.GradScaler, "get_scale", counting)
+    monkeypatch.setattr(torch.amp.GradScaler, "_get_scale_async", counting)
     m = mlp()
     h = fit(m, loader(64, 8), torch.optim.SGD(m.parameters(), lr=0.1), precision="fp16", loss_fn=_inf_on({2}), callbacks=[])
-    assert calls["n"] == 1 and h["skipped"].tolist() == [i == 2 for i in range(1, 9)]
+    assert calls["n"] == 0 and h["skipped"].tolist() == [i == 2 for i in range(1, 9)]
     assert h["scale"].tolist() == [2.0**16] + [2.0**15] * 7
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("clip", [None, 0.5])
+def test_amp_step_is_the_hand_written_step(precision: str, clip: float | None) -> None:
+    # the public bare step, step after step, gives the oracle's weights bit for bit
+    a, b = mlp(), mlp()
+    oa = torch.optim.Adam(a.parameters(), lr=1e-2)
+    ob = torch.optim.Adam(b.parameters(), lr=1e-2)
+    batches = list(loader(64, 8))
+    _, want_scaler = hand_written(a, batches, oa, precision, clip)
+    scaler = make_scaler(precision, "cpu")
+    for x, y in batches:
+        norm = amp_step(lambda xy: F.cross_entropy(b(xy[0]), xy[1]), [(x, y)], ob, scaler, precision=precision,
+                        device="cpu", clip_grad_norm=clip)
+        assert (norm is None) == (clip is None)
+    for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
+        assert torch.equal(pa, pb)
+        assert pb.grad is None
+    assert scaler.get_scale() == want_scaler.get_scale()
+
+
+def test_amp_step_measures_the_true_gradient_norm_and_refuses_a_loss_without_gradients() -> None:
+    m = mlp()
+    opt = torch.optim.SGD(m.parameters(), lr=0.0)
+    x, y = data(16)[:]
+    ref = mlp()
+    F.cross_entropy(ref(x), y).backward()
+    want = torch.linalg.vector_norm(torch.cat([p.grad.flatten() for p in ref.parameters()])).item()
+    norm = amp_step(lambda xy: F.cross_entropy(m(xy[0]), xy[1]), [(x, y)], opt, make_scaler("fp16", "cpu"),
+                    precision="fp16", device="cpu", grad_norm=True)
+    assert norm is not None and norm.dim() == 0 and math.isclose(norm.item(), want, rel_tol=2e-2)
+    other = mlp()
+    with pytest.raises(ValueError, match="none of the optimizer's parameters got a gradient"):
+        amp_step(lambda xy: F.cross_entropy(other(xy[0]), xy[1]), [(x, y)], opt, make_scaler("fp32", "cpu"),
+                 precision="fp32", device="cpu")
+    assert all(q.grad is None for q in m.parameters())
 
 
 def test_resume_is_exact_with_left_over_micro_batches_and_evaluations(tmp_path: Path) -> None:
@@ -1142,3 +1181,29 @@ def test_a_used_up_iterator_says_so() -> None:
 def test_evaluate_refuses_bad_loaders(bad: object) -> None:
     with pytest.raises(ValueError, match="loader"):
         evaluate(mlp(), bad)
+
+
+def test_schedule_steps_its_scheduler_and_checkpoint_resumes_itself(tmp_path: Path) -> None:
+    # the callbacks own their work: fit only fires events (issue 42)
+    m = mlp()
+    opt = torch.optim.SGD(m.parameters(), lr=1.0)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    cb = Schedule(sched)
+
+    def result(skipped: bool) -> fp16lab.train.step.StepResult:
+        return fp16lab.train.step.StepResult(loss=1.0, correct=None, samples=1, grad_norm=None, scale_before=2.0,
+                                             scale=1.0 if skipped else 2.0, skipped=skipped, lr=1.0)
+
+    cb.after_step(None, 1, result(skipped=True))  # type: ignore[arg-type]
+    assert opt.param_groups[0]["lr"] == 1.0
+    cb.after_step(None, 2, result(skipped=False))  # type: ignore[arg-type]
+    assert opt.param_groups[0]["lr"] == 0.5
+    seen = []
+
+    class FakeRun:
+        def resume(self, path: Path) -> None:
+            seen.append(path)
+
+    Checkpoint(tmp_path / "c.pt").before_fit(FakeRun())  # type: ignore[arg-type]
+    Checkpoint(tmp_path / "c.pt", resume=True).before_fit(FakeRun())  # type: ignore[arg-type]
+    assert seen == [tmp_path / "c.pt"]

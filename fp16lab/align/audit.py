@@ -18,9 +18,9 @@ import torch
 from torch import nn
 
 from fp16lab.align.pad import Sharing
-from fp16lab.align.sizes import _alignment, _pad
+from fp16lab.align.sizes import parsed_alignment, round_up
 from fp16lab.checks import instance
-from fp16lab.debug._common import call, check_batch
+from fp16lab.debug.common import call, check_batch
 from fp16lab.precision import Precision, parse_precision
 
 __all__ = ["Finding", "Skipped", "AuditReport", "audit"]
@@ -178,7 +178,7 @@ class _Auditor:
 
     def add(self, name: str, m: nn.Module, dim: str, size: int, extra: str = "") -> None:
         a, prec = self.report.multiple, self.report.precision
-        suggested = _pad(int(size), a)
+        suggested = round_up(int(size), a)
         paddable, fix = False, _FIXES.get(dim, "").format(s=suggested, m=a)
         pad_with: tuple[str, ...] = ()
         if dim in ("out_features", "num_embeddings"):
@@ -252,7 +252,7 @@ def audit(
     if example_input is not None:
         check_batch(example_input)
     p = parse_precision(precision)
-    report = AuditReport(precision=p.value, multiple=_alignment(p))
+    report = AuditReport(precision=p.value, multiple=parsed_alignment(p))
     auditor = _Auditor(model, report)
     checked: list[tuple[str, nn.Module]] = []
     for name, mod in model.named_modules():

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from fp16lab.align.sizes import _pad, check_multiple
+from fp16lab.align.sizes import check_multiple, round_up
 from fp16lab.checks import instance, sequence_of, text
 
 __all__ = ["PaddedLinear", "pad_linear", "pad_embedding", "pad_layers"]
@@ -87,7 +87,7 @@ def pad_linear(linear: nn.Linear, multiple: int = 8) -> PaddedLinear:
 
 def _pad_linear(linear: nn.Linear, multiple: int) -> PaddedLinear:
     w = linear.weight
-    new_out = _pad(linear.out_features, multiple)
+    new_out = round_up(linear.out_features, multiple)
     inner = nn.Linear(linear.in_features, new_out, bias=linear.bias is not None, device=w.device, dtype=w.dtype)
     inner.weight = _padded_rows(w, new_out)
     if linear.bias is not None:
@@ -110,7 +110,7 @@ def pad_embedding(embedding: nn.Embedding, multiple: int = 8) -> nn.Embedding:
 
 def _pad_embedding(embedding: nn.Embedding, multiple: int) -> nn.Embedding:
     w = embedding.weight
-    rows = _pad(embedding.num_embeddings, multiple)
+    rows = round_up(embedding.num_embeddings, multiple)
     new = nn.Embedding(
         rows,
         embedding.embedding_dim,

@@ -19,8 +19,8 @@ __all__ = [
 #: Tensor Cores want every leading dimension to be a multiple of 16 bytes.
 ALIGNMENT_BYTES = 16
 
-_ELEMENT_BYTES = {Precision.FP16: 2, Precision.BF16: 2, Precision.TF32: 4}
-_TC_PRECISIONS = tuple(p.value for p in _ELEMENT_BYTES)
+ELEMENT_BYTES = {Precision.FP16: 2, Precision.BF16: 2, Precision.TF32: 4}
+_TC_PRECISIONS = tuple(p.value for p in ELEMENT_BYTES)
 
 
 def alignment_for(precision: "Precision | str" = "fp16") -> int:
@@ -30,16 +30,16 @@ def alignment_for(precision: "Precision | str" = "fp16") -> int:
     has no Tensor Core alignment and is refused with a ``ValueError`` (use ``tf32``).
     """
     p = parse_precision(precision)
-    return _alignment(p)
+    return parsed_alignment(p)
 
 
-def _alignment(p: Precision) -> int:
-    if p not in _ELEMENT_BYTES:
+def parsed_alignment(p: Precision) -> int:
+    if p not in ELEMENT_BYTES:
         raise ValueError(
             f"precision {p.value!r} (true FP32) does not use Tensor Cores, so it has no Tensor "
             f"Core alignment; allowed: {', '.join(map(repr, _TC_PRECISIONS))}"
         )
-    return ALIGNMENT_BYTES // _ELEMENT_BYTES[p]
+    return ALIGNMENT_BYTES // ELEMENT_BYTES[p]
 
 
 def check_multiple(value: object, name: str = "multiple") -> int:
@@ -60,10 +60,10 @@ def check_multiple(value: object, name: str = "multiple") -> int:
 
 def pad_to_multiple(n: int, multiple: int = 8) -> int:
     """Smallest multiple of ``multiple`` (default 8, any positive int) that is >= ``n``: 50257 -> 50264."""
-    return _pad(positive_int("n", n), positive_int("multiple", multiple))
+    return round_up(positive_int("n", n), positive_int("multiple", multiple))
 
 
-def _pad(n: int, multiple: int) -> int:
+def round_up(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
 
 

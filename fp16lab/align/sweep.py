@@ -10,10 +10,10 @@ from collections.abc import Iterable, Sequence
 import pandas as pd
 import torch
 
-from fp16lab.align.sizes import _ELEMENT_BYTES, _alignment
+from fp16lab.align.sizes import ELEMENT_BYTES, parsed_alignment
 from fp16lab.checks import boolean, non_negative_int, positive_float, positive_int, sequence_of
 from fp16lab.precision import Precision, check_precision_supported, parse_precision
-from fp16lab.timing import _matmul_tflops
+from fp16lab.timing import parsed_matmul_tflops
 
 __all__ = ["matmul_sweep"]
 
@@ -82,9 +82,9 @@ def matmul_sweep(
     rows = []
     jobs = [(p, s) for p in prec_list for s in shape_list]
     for p, (m, n, k) in tqdm(jobs, desc="matmul sweep", disable=not progress, leave=False):
-        r = _matmul_tflops(m, n, k, p, dev, min_run_time, seed)
-        if p in _ELEMENT_BYTES:
-            a = _alignment(p)
+        r = parsed_matmul_tflops(m, n, k, p, dev, min_run_time, seed)
+        if p in ELEMENT_BYTES:
+            a = parsed_alignment(p)
             r["aligned"] = all(x % a == 0 for x in (m, n, k))
         else:
             r["aligned"] = pd.NA

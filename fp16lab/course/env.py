@@ -35,6 +35,7 @@ __all__ = [
     "capability_checks",
     "cuda_unavailable_reason",
     "driver_cuda_version",
+    "wheel_cudnn",
     "torchvision_check",
     "MIN_DRIVER",
     "label",
@@ -379,6 +380,18 @@ def driver_cuda_version() -> tuple[int, int] | None:
         except (OSError, AttributeError):
             continue
     return None
+
+
+def wheel_cudnn() -> tuple[str, str] | None:
+    """The pip package that brought torch its cuDNN, (name, version), or None (conda, a CPU wheel, a source build).
+
+    Why: torch loads this bundled cuDNN, not one installed beside it, so this is the cuDNN that runs.
+    """
+    from importlib import metadata
+
+    found = sorted((d.metadata["Name"] or "", d.version) for d in metadata.distributions()
+                   if (d.metadata["Name"] or "").lower().replace("_", "-").startswith("nvidia-cudnn"))
+    return found[-1] if found else None
 
 
 def _driver_too_old(reason: str | None) -> Check | None:

@@ -150,6 +150,10 @@ ZH: dict[str, str] = {
     "{n} learners share it ({env})": "{n} 位学习者共用它（{env}）",
     "cuda:{index} is SHARED ({who}). The GPU time-slices between processes: your speed numbers come out lower and noisier than the card's own, and a lesson's speed check can fail because of a neighbour's work, not yours. Run the speed sections again when the GPU is quiet, or read the stored reference outputs; numerics and memory checks are not affected.":
         "cuda:{index} 正被共享（{who}）。GPU 在多个进程之间分时运行：你测得的速度会比这张卡本身的低，波动也更大；某课的速度检查可能因为别人的任务而失败，而不是因为你的代码。请在 GPU 空闲时重新运行测速的小节，或者阅读已存的参考输出；数值和显存检查不受影响。",
+    # lesson 00's cell that runs the doctor as a command
+    "python -m fp16lab doctor: exit status {rc}, {n} lines; the rows that are not OK (the full report is the one above):":
+        "python -m fp16lab doctor：退出状态 {rc}，共 {n} 行；下面是不为 OK 的行（完整报告见上面）：",
+    "every row OK": "每一行都是 OK",
     # -- banners: the mode, the committed GPU reference, the stored outputs -------------------------------------
     "{title} ({reason}): {meaning}": "{title}（{reason}）：{meaning}",
     " ({reason})": "（{reason}）",

@@ -11,6 +11,8 @@ HINTS: dict[str, str] = {
     "correct": "正确",
     "this check cannot run here: {reason}": "此检查无法在这里运行：{reason}",
     # lesson 00
+    "a and b must be the square matrices of section 5a: run the cells above first":
+        "a 和 b 必须是第 5a 节的方阵：请先运行上面的单元格",
     "Hint: assign both bf16_err and tol (floats)": "提示：请给 bf16_err 和 tol 都赋值（浮点数）",
     "Hint: bf16_err and tol must be Python floats: call .item() on a 0-d tensor":
         "提示：bf16_err 和 tol 必须是 Python 浮点数：对 0 维张量调用 .item()",
@@ -20,19 +22,49 @@ HINTS: dict[str, str] = {
         "提示：你的测试会把正确的 FP16 乘积判为不通过（或者只是侥幸通过）：tol 必须明显高于你在 5a 中测得的 FP16 误差（rel_err），换一组新矩阵，这个误差只能大致重现",
     "Hint: your test passes a BF16 product: tol must sit well below the BF16 error you measured":
         "提示：你的测试让 BF16 乘积也通过了：tol 必须明显低于你测得的 BF16 误差",
-    "Hint: assign a set of chip names to pays_on": "提示：把一个芯片名称的集合赋给 pays_on",
-    "Hint: pays_on must be a set of chip names (strings) taken from cards": "提示：pays_on 必须是取自 cards 的芯片名称（字符串）集合",
-    "Hint: use the names exactly as they are written in cards": "提示：名称要与 cards 中的写法完全一致",
-    "Hint: compare fp16_acc16 with fp16 for each chip in PEAK_TFLOPS: a bigger chip is not the question; data-center parts run both accumulations at the same rate":
-        "提示：对 PEAK_TFLOPS 中的每个芯片比较 fp16_acc16 和 fp16：问题不在芯片大小；数据中心 GPU 两种累加的速度相同",
-    "Hint: assign a DataFrame to classroom": "提示：把一个 DataFrame 赋给 classroom",
+    "Hint: define a function pays_off(name) that returns True or False":
+        "提示：定义一个函数 pays_off(name)，返回 True 或 False",
+    "Hint: pays_off({name!r}) raised {error}: it must answer for every chip name in PEAK_TFLOPS, from that chip's peaks":
+        "提示：pays_off({name!r}) 抛出了 {error}：它必须能回答 PEAK_TFLOPS 中的每个芯片名称，依据是该芯片自己的峰值",
+    "Hint: pays_off must return True or False": "提示：pays_off 必须返回 True 或 False",
+    "Hint: pays_off says yes for {names}, whose cited FP16-accumulate peak equals the FP32-accumulate one (data-center parts run both at the same rate): compare fp16_acc16 with fp16, not with fp32, and count a tie as no gain":
+        "提示：pays_off 对 {names} 回答“是”，但它们引用的 FP16 累加峰值与 FP32 累加峰值相同（数据中心 GPU 两种累加速度一样）：应比较 fp16_acc16 与 fp16，而不是与 fp32，持平不算收益",
+    "Hint: compare fp16_acc16 with fp16 in PEAK_TFLOPS for each chip: a bigger chip is not the question":
+        "提示：对每个芯片比较 PEAK_TFLOPS 中的 fp16_acc16 和 fp16：问题不在芯片大小",
+    "Hint: right for the chips in cards but wrong for {names}: your rule answers from a list of names or another field; decide from each chip's fp16_acc16 and fp16 instead":
+        "提示：对 cards 中的芯片是对的，但对 {names} 错了：你的规则是按名单或别的字段作答；应改为依据每个芯片的 fp16_acc16 和 fp16 来判断",
+    "Hint: pays_off says yes for {names}, a workstation Ada card whose cited FP16-accumulate peak equals its FP32-accumulate one: 'RTX' in a name does not tell; decide from fp16_acc16 and fp16":
+        "提示：pays_off 对 {names} 回答“是”，但这是一块工作站 Ada 显卡，它引用的 FP16 累加峰值与 FP32 累加峰值相同：名称里有 'RTX' 说明不了什么；应依据 fp16_acc16 和 fp16 来判断",
+    "Hint: pays_off says no for {names}, whose cited FP16-accumulate peak is 2x the FP32-accumulate one but rounded (330.3 vs 2 x 165.2): compare with a margin, not with an exact 2":
+        "提示：pays_off 对 {names} 回答“否”，但它们引用的 FP16 累加峰值是 FP32 累加峰值的 2 倍，只是经过了舍入（330.3 对 2 × 165.2）：比较时要留余量，不要拿恰好 2 倍来比",
+    "correct: your rule is right for every chip in PEAK_TFLOPS": "正确：你的规则对 PEAK_TFLOPS 中的每个芯片都成立",
+    "room must be the dict of section 'Exercise 3' (name -> capability): run its cell first":
+        "room 必须是练习 3 中的字典（名称 -> 计算能力）：请先运行那个单元格",
+    "Hint: define a function recommend(name, capability) that returns 'bf16', 'fp16' or 'fp32'":
+        "提示：定义一个函数 recommend(name, capability)，返回 'bf16'、'fp16' 或 'fp32'",
     "Hint: classroom must be a DataFrame with a 'recommended' column": "提示：classroom 必须是带 'recommended' 列的 DataFrame",
     "Hint: one row per GPU, indexed by the names in room": "提示：每块 GPU 一行，以 room 中的名称为索引",
     "Hint: use the values 'bf16', 'fp16', 'fp32'": "提示：取值只能是 'bf16'、'fp16'、'fp32'",
-    "Hint: look again at {wrong}: did you pass the name to chip_features, and check bf16_native before fp16_tensor_cores?":
-        "提示：再看看 {wrong}：你把名称传给 chip_features 了吗？是否先检查 bf16_native，再检查 fp16_tensor_cores？",
+    "Hint: recommend({name!r}, {cap}) raised {error}: derive the answer from chip_features(capability, name), not from a table of room's GPUs":
+        "提示：recommend({name!r}, {cap}) 抛出了 {error}：答案要由 chip_features(capability, name) 推出，而不是查 room 中 GPU 的对照表",
+    "Hint: recommend must return 'bf16', 'fp16' or 'fp32'": "提示：recommend 必须返回 'bf16'、'fp16' 或 'fp32'",
+    "Hint: recommend gives every GPU the same answer: torch.cuda.is_bf16_supported() and this machine's compute capability describe this machine's GPU, not the one in the row":
+        "提示：recommend 给每块 GPU 的答案都一样：torch.cuda.is_bf16_supported() 和本机的计算能力描述的是本机的 GPU，而不是这一行的 GPU",
+    "Hint: look again at {wrong}: did you pass the name to chip_features? GTX 16xx cards are sm_75 without Tensor Cores":
+        "提示：再看看 {wrong}：你把名称传给 chip_features 了吗？GTX 16xx 显卡是 sm_75，但没有 Tensor Core",
+    "Hint: recommend says bf16 for {wrong}, which have no native BF16 (it needs sm_80+): torch.cuda.is_bf16_supported() describes this machine's GPU (and says True where BF16 is only emulated), not the chip in the row":
+        "提示：recommend 对 {wrong} 给出了 bf16，但它们没有原生 BF16（需要 sm_80+）：torch.cuda.is_bf16_supported() 描述的是本机的 GPU（而且在 BF16 只是模拟时也会返回 True），而不是这一行的芯片",
+    "Hint: recommend says fp16 for {wrong}, which have native BF16: it starts at sm_80 itself (>=, not >); read it from chip_features(capability, name)":
+        "提示：recommend 对 {wrong} 给出了 fp16，但它们有原生 BF16：它从 sm_80 本身开始（用 >=，不是 >）；请从 chip_features(capability, name) 读取",
+    "Hint: look again at {wrong}: check bf16_native before fp16_tensor_cores (a chip with native BF16 also has FP16 Tensor Cores)":
+        "提示：再看看 {wrong}：先检查 bf16_native，再检查 fp16_tensor_cores（有原生 BF16 的芯片也有 FP16 Tensor Core）",
+    "Hint: recommend is wrong for {wrong}: derive it from chip_features(capability, name) for every GPU, including ones not in room":
+        "提示：recommend 对 {wrong} 的答案不对：对每块 GPU（包括 room 之外的）都要由 chip_features(capability, name) 推出",
+    "Hint: classroom disagrees with your recommend for {wrong}: build it by calling recommend on each GPU of room":
+        "提示：classroom 在 {wrong} 上与你的 recommend 不一致：请对 room 中的每块 GPU 调用 recommend 来构建它",
     "correct: your tolerance passes FP16 and catches BF16 on new matrices": "正确：在新矩阵上，你的容差放过 FP16，拦下 BF16",
-    "correct: every GPU gets the precision its hardware runs best": "正确：每块 GPU 都用上了它的硬件最擅长的精度",
+    "correct: native BF16 where the chip has it (for its range: no GradScaler), else FP16 with a GradScaler on Tensor Cores, else FP32":
+        "正确：芯片有原生 BF16 就用 BF16（为了它的范围：不需要 GradScaler），否则在 Tensor Core 上用 FP16 加 GradScaler，再否则用 FP32",
     # lesson 01
     "Hint: assign a dict {name: 'fp16' | 'bf16' | 'fp32'} to storage":
         "提示：把一个字典 {name: 'fp16' | 'bf16' | 'fp32'} 赋给 storage",
@@ -43,58 +75,160 @@ HINTS: dict[str, str] = {
         "提示：{lossy} 会改变数值：范围不等于精度。一种格式能表示的范围远大于它能精确存储的整数；把 torch.arange 转换过去再转回来试试",
     "Hint: {wasteful} fit a smaller (or, between the 16-bit two, the finer) format":
         "提示：{wasteful} 用更小的格式就够了（两种 16 位格式之间，选精度更高的那种）",
-    "Hint: assign your answer to max_scale": "提示：把你的答案赋给 max_scale",
-    "Hint: a power of two, please (1, 2, 4, ...)": "提示：请给出 2 的幂（1、2、4……）",
-    "Hint: at that scale some gradient overflows fp16: count with cast_stats(...).overflow on all the gradients, parameters and activations":
-        "提示：在这个缩放因子下，有梯度在 fp16 中上溢：用 cast_stats(...).overflow 统计全部梯度、参数和激活值",
-    "Hint: twice that scale overflows nothing yet: keep doubling": "提示：缩放因子再翻一倍也还没有上溢：继续加倍",
+    "{name} is missing or empty: run section 6 first, it records the gradients":
+        "{name} 不存在或为空：请先运行第 6 节，它会记录梯度",
+    "Hint: assign max_scale, lost_at_max and static_enough": "提示：给 max_scale、lost_at_max 和 static_enough 赋值",
+    "Hint: max_scale must be a power of two (1, 2, 4, ...): GradScaler multiplies by powers of two, which shift the exponent and round nothing":
+        "提示：max_scale 必须是 2 的幂（1、2、4……）：GradScaler 乘的是 2 的幂，它只移动指数，不带来任何舍入",
+    "Hint: at max_scale a gradient overflows fp16: either you doubled once too often (stop at the last scale that overflows nothing) or you left out param_grads":
+        "提示：在 max_scale 下有梯度在 fp16 中上溢：要么你多加倍了一次（应停在最后一个没有任何上溢的缩放因子），要么你漏掉了 param_grads",
+    "Hint: at max_scale gradients overflow fp16: double from 1 while cast_stats(...).overflow stays 0 on all the gradients":
+        "提示：在 max_scale 下有梯度在 fp16 中上溢：从 1 开始加倍，只要 cast_stats(...).overflow 在全部梯度上仍为 0 就继续",
+    "Hint: your decide gives the same answer for every set of gradients: it must compute the choice from cast_stats at each scale, not return a fixed one":
+        "提示：你的 decide 对任何梯度集合都给出同一个答案：它必须根据每个缩放因子下 cast_stats 的结果算出选择，而不是返回一个固定值",
+    "Hint: at max_scale some gradient overflows fp16: you doubled once too often; stop at the last scale that overflows nothing":
+        "提示：在 max_scale 下有梯度在 fp16 中上溢：你多加倍了一次；应停在最后一个没有任何上溢的缩放因子",
+    "Hint: at max_scale a parameter gradient overflows fp16: count overflow on all the gradients, param_grads as well as activation_grads":
+        "提示：在 max_scale 下有参数梯度在 fp16 中上溢：统计上溢时要包括全部梯度，param_grads 和 activation_grads 都要算",
+    "Hint: twice max_scale overflows nothing yet: keep doubling": "提示：max_scale 再翻一倍也还没有上溢：继续加倍",
+    "Hint: lost_at_max is one number, a fraction between 0 and 1": "提示：lost_at_max 是一个数，介于 0 和 1 之间的比例",
+    "Hint: lost_at_max is a fraction (0.01 means 1 %), not a percentage":
+        "提示：lost_at_max 是比例（0.01 表示 1 %），不是百分数",
+    "Hint: divide by the non-zero gradients, not by all of them: the zeros (mostly ReLU's) were zero before the cast and cannot be lost":
+        "提示：要除以非零梯度的个数，而不是全部梯度的个数：那些零（大多来自 ReLU）在转换之前就是零，谈不上丢失",
+    "Hint: count all the gradients, param_grads as well as activation_grads":
+        "提示：统计全部梯度，param_grads 和 activation_grads 都要算",
+    "Hint: that is the share flushed with no scale before the cast: pass scale=max_scale to cast_stats, which multiplies in fp32 first (multiplying after casting to fp16 scales values already rounded to zero)":
+        "提示：这是转换之前不做缩放时下溢为零的比例：要给 cast_stats 传入 scale=max_scale，它先在 fp32 中相乘（转换成 fp16 之后再乘，乘的是已经舍入为零的值）",
+    "Hint: lost_at_max should be the share of the non-zero gradients that flush to zero at max_scale: cast_stats(...) has underflow and nonzero":
+        "提示：lost_at_max 应是在 max_scale 下下溢为零的非零梯度所占的比例：cast_stats(...) 提供 underflow 和 nonzero",
+    "Hint: static_enough is True or False": "提示：static_enough 是 True 或 False",
+    "Hint: static_enough follows from lost_at_max and the 0.1 % rule: a larger scale would overflow, so what flushes at max_scale is lost at every scale":
+        "提示：static_enough 由 lost_at_max 和 0.1 % 规则决定：更大的缩放因子会上溢，所以在 max_scale 下下溢为零的值，在任何缩放因子下都会丢失",
+    "Hint: your decide says bf16 for gradients that one scale fits: try every S = 2.0**k for k = 0 .. 40 (k is the exponent, not the scale), applied through cast_stats' scale= (multiplying after an fp16 cast scales zeros)":
+        "提示：对于一个缩放因子就能容纳的梯度，你的 decide 却选了 bf16：要试遍 k = 0 .. 40 的每个 S = 2.0**k（k 是指数，不是缩放因子），并通过 cast_stats 的 scale= 施加（转换成 fp16 之后再乘，乘的是零）",
+    "Hint: your decide says fp16 for gradients that no single scale fits: one scale must satisfy both conditions at once (no overflow and few flushed)":
+        "提示：对于没有哪个缩放因子能容纳的梯度，你的 decide 却选了 fp16：必须是同一个缩放因子同时满足两个条件（没有上溢，且下溢为零的很少）",
+    "Hint: your decide says fp16 for gradients that overflow fp16 at every scale: a scale must leave no value overflowing":
+        "提示：对于在任何缩放因子下都会在 fp16 中上溢的梯度，你的 decide 却选了 fp16：缩放因子不能让任何值上溢",
+    "Hint: your decide says bf16 where at most 0.1 % of the non-zero values flush: the rule allows that many, it does not ask for none":
+        "提示：非零值中下溢为零的不超过 0.1 %，你的 decide 却选了 bf16：规则允许这么多，并不要求一个都不丢",
+    "Hint: your decide allows too many flushed values: 0.1 % is 0.001 as a fraction":
+        "提示：你的 decide 放过了太多下溢为零的值：0.1 % 写成比例是 0.001",
+    "Hint: your decide counts the flushed values against all values: divide by the non-zero ones (the zeros were zero before the cast and cannot be lost)":
+        "提示：你的 decide 用全部值作分母来计算下溢为零的比例：应除以非零值的个数（那些零在转换之前就是零，谈不上丢失）",
+    "Hint: define a function decide(grads) that returns 'fp16' or 'bf16'":
+        "提示：定义一个函数 decide(grads)，返回 'fp16' 或 'bf16'",
     "Hint: assign choice_a, choice_b (each 'fp16' or 'bf16') and best_scale_a (a power of two)":
         "提示：给 choice_a、choice_b（各为 'fp16' 或 'bf16'）和 best_scale_a（2 的幂）赋值",
-    "Hint: the choices are the strings 'fp16' or 'bf16'": "提示：选项是字符串 'fp16' 或 'bf16'",
+    "Hint: decide raised {kind} ({message}) on a tensor of gradients: it takes one tensor and returns 'fp16' or 'bf16'":
+        "提示：decide 在一个梯度张量上抛出了 {kind}（{message}）：它接收一个张量，返回 'fp16' 或 'bf16'",
+    "Hint: decide must return the string 'fp16' or 'bf16', got {got!r}":
+        "提示：decide 必须返回字符串 'fp16' 或 'bf16'，实际返回的是 {got!r}",
+    "Hint: {name} is not what your decide returns for its gradients: store decide(...)'s result, do not type it":
+        "提示：{name} 不是你的 decide 对相应梯度返回的结果：请保存 decide(...) 的返回值，不要手写",
     "Hint: best_scale_a is a power of two": "提示：best_scale_a 是 2 的幂",
-    "Hint: at best_scale_a something overflows": "提示：在 best_scale_a 下有值上溢",
+    "Hint: at best_scale_a something overflows: you doubled once too often": "提示：在 best_scale_a 下有值上溢：你多加倍了一次",
     "Hint: twice best_scale_a still overflows nothing": "提示：best_scale_a 翻倍后仍然没有上溢",
-    "Hint: look again at {name}: for each scale 2^k count overflow and underflow with cast_stats; fp16 needs one k where both are acceptable":
-        "提示：再看看 {name}：对每个缩放因子 2^k，用 cast_stats 统计上溢和下溢；fp16 需要存在一个 k，使两者都可以接受",
-    "correct: both decisions follow from the histograms, and the scale is the largest that fits":
-        "正确：两个决定都出自直方图，缩放因子也是不上溢的最大值",
+    "correct: decide follows the rule on gradients it never saw, and the scale is the largest that fits":
+        "正确：decide 在从未见过的梯度上也遵循规则，缩放因子也是不上溢的最大值",
+    "Hint: define a function smallest_exact(count) that returns 'fp16', 'bf16' or 'fp32'":
+        "提示：定义一个函数 smallest_exact(count)，返回 'fp16'、'bf16' 或 'fp32'",
+    "Hint: smallest_exact({n}) raised {kind} ({message}): it takes one integer count":
+        "提示：smallest_exact({n}) 抛出了 {kind}（{message}）：它接收一个整数 count",
+    "Hint: smallest_exact must return the string 'fp16', 'bf16' or 'fp32', got {got!r}":
+        "提示：smallest_exact 必须返回字符串 'fp16'、'bf16' 或 'fp32'，实际返回的是 {got!r}",
+    "Hint: smallest_exact(4097) says fp16, but some integer below 4097 does not survive the round trip: compare every integer of torch.arange(count), not only the largest":
+        "提示：smallest_exact(4097) 给出了 fp16，但 4097 以下有整数经过往返转换后变了：要比较 torch.arange(count) 的每个整数，而不只是最大的那个",
+    "Hint: smallest_exact({n}) would change values: range is not precision. A format reaches far beyond the integers it stores exactly; cast torch.arange to it and back":
+        "提示：smallest_exact({n}) 会改变数值：范围不等于精度。一种格式能表示的范围远大于它能精确存储的整数；把 torch.arange 转换过去再转回来试试",
+    "Hint: smallest_exact(2048) picks a larger format than needed: a normal number's mantissa has an implicit leading 1, one bit more than it stores":
+        "提示：smallest_exact(2048) 选了比需要更大的格式：规格化数的尾数有一个隐含的前导 1，比存储的位数多一位",
+    "Hint: smallest_exact({n}) is larger than needed: take fp16 over bf16 when both store every value, and a 16-bit format over fp32":
+        "提示：smallest_exact({n}) 选的格式比需要的大：两种 16 位格式都能精确存储时选 fp16 而不是 bf16，16 位格式够用时不选 fp32",
+    "correct: smallest_exact holds on counts you never saw, and storage follows from it":
+        "正确：smallest_exact 在你没见过的 count 上也成立，storage 也由它得出",
+    "Hint: lost_at_max is 0, yet some non-zero gradients flush at max_scale: scale before the fp16 cast (scale=max_scale in cast_stats); values cast first are already zero and no longer counted":
+        "提示：lost_at_max 是 0，但在 max_scale 下确有非零梯度下溢为零：要在转换成 fp16 之前缩放（在 cast_stats 中用 scale=max_scale）；先转换的值已经是零，不再被计入",
+    "Hint: your decide says bf16 for gradients that one scale fits: a subnormal is stored, with fewer bits, not lost; only values that round to zero count as flushed":
+        "提示：对于一个缩放因子就能容纳的梯度，你的 decide 却选了 bf16：次正规数仍被存储（只是位数更少），并没有丢失；只有舍入为零的值才算下溢为零",
+    "Hint: your decide says bf16 for gradients that a large scale fits: try the scales all the way up to 2^40":
+        "提示：对于一个较大的缩放因子就能容纳的梯度，你的 decide 却选了 bf16：缩放因子要一直试到 2^40",
+    "Hint: your decide says fp16 for every set of gradients, even ones no scale fits: apply S through cast_stats' scale= before the fp16 cast (values cast first are already zero and no longer counted), and compute the choice, do not return a fixed one":
+        "提示：你的 decide 对任何梯度集合都选 fp16，连没有缩放因子能容纳的也不例外：要在转换成 fp16 之前通过 cast_stats 的 scale= 施加 S（先转换的值已经是零，不再被计入），并且要算出选择，而不是返回固定值",
     # lesson 02
     "Hint: assign your corrected training function itself (not its result) to amp_train":
         "提示：把修正后的训练函数本身（不是它的返回值）赋给 amp_train",
     "Hint: amp_train must return the trained model": "提示：amp_train 必须返回训练后的模型",
     "Hint: your weights are not float32: keep the master weights in fp32 and let autocast cast the layers":
         "提示：你的权重不是 float32：主权重保持 fp32，由 autocast 去转换各层",
-    "Hint: the weights did not change: is the optimizer stepped on this model's parameters?":
-        "提示：权重没有变化：优化器更新的是这个模型的参数吗？",
+    "Hint: the weights did not change: are the gradients cleared between backward() and scaler.step()? zero_grad belongs after the update":
+        "提示：权重没有变化：是不是在 backward() 和 scaler.step() 之间清空了梯度？zero_grad 应放在更新之后",
+    "it needs at least two batches in ex_batches: run the cell above the exercise":
+        "它需要 ex_batches 里至少有两个批次：先运行练习上面的单元格",
+    "scaler.update() must follow every scaler.step(optimizer): it readies the scaler for the next step":
+        "每次 scaler.step(optimizer) 之后都必须调用 scaler.update()：它为下一步重置 scaler",
+    "Hint: the loss is not multiplied by an enabled GradScaler once per step: without scaler.scale(loss).backward(), small fp16 gradients underflow to zero":
+        "提示：损失没有在每一步都经过一个启用的 GradScaler 放大：没有 scaler.scale(loss).backward()，较小的 fp16 梯度会下溢为零",
+    "Hint: call scaler.update() once per step, after scaler.step(optimizer): without it the scale never adapts":
+        "提示：每一步在 scaler.step(optimizer) 之后调用一次 scaler.update()：没有它，缩放因子永远不会调整",
+    "Hint: the gradients are not cleared every step: backward() adds to .grad, so each update also carries the earlier steps' gradients":
+        "提示：梯度没有每一步清空：backward() 会累加到 .grad 上，于是每次更新都带着之前各步的梯度",
     "Hint: the updates are thousands of times too small: the clipping saw gradients still multiplied by the loss scale":
         "提示：更新量小了几千倍：梯度裁剪看到的梯度仍乘着损失缩放因子",
     "Hint: the updates are larger than clipped ones: the clipping did not act on the gradients the optimizer used":
         "提示：更新量比裁剪后的大：梯度裁剪没有作用在优化器所用的梯度上",
-    "Hint: close, but not the same updates: compare the order of your calls with section 2":
-        "提示：很接近，但更新量不一样：对照第 2 节检查你的调用顺序",
+    "Hint: close, but not the same updates: are the forward pass and the loss both inside the fp16 autocast block, and your calls in section 2's order?":
+        "提示：很接近，但更新量不一样：前向传播和损失是否都在 fp16 的 autocast 块里？调用顺序是否与第 2 节一致？",
+    "Hint: the forward pass does not run under torch.autocast(device_type=..., dtype=torch.float16) in every step: without it, or with bfloat16, the layers do not compute in fp16":
+        "提示：前向传播没有在每一步都运行在 torch.autocast(device_type=..., dtype=torch.float16) 之下：没有它，或者用了 bfloat16，各层就不以 fp16 计算",
+    "Hint: the optimizer does not use the learning rate passed in: SGD(..., lr=lr), not a number typed in":
+        "提示：优化器没有使用传入的学习率：应写 SGD(..., lr=lr)，而不是手写的数字",
+    "Hint: the gradients are never clipped: call torch.nn.utils.clip_grad_norm_ after scaler.unscale_(optimizer)":
+        "提示：梯度从未被裁剪：在 scaler.unscale_(optimizer) 之后调用 torch.nn.utils.clip_grad_norm_",
+    "Hint: wrong clip threshold: clip to max_norm, the function's argument, not a number typed in":
+        "提示：裁剪阈值不对：裁剪到函数参数 max_norm，而不是手写的数字",
     "Hint: h_probe should be the History that fit returned": "提示：h_probe 应该是 fit 返回的 History",
     "Hint: train for 20 steps (steps=20)": "提示：训练 20 步（steps=20）",
-    "Hint: the first scale is not 2**22 or half of it: pass scaler=torch.amp.GradScaler(device.type, init_scale=2.0**22)":
-        "提示：第一个缩放因子既不是 2**22 也不是它的一半：传入 scaler=torch.amp.GradScaler(device.type, init_scale=2.0**22)",
+    "Hint: the scaler did not start at 2**22: pass scaler=torch.amp.GradScaler(device.type, init_scale=2.0**22)":
+        "提示：scaler 不是从 2**22 开始的：传入 scaler=torch.amp.GradScaler(device.type, init_scale=2.0**22)",
     "Hint: the first step was not skipped: is the scaler starting at 2**22, in fp16?":
         "提示：第一步没有被跳过：scaler 是从 2**22 开始的吗？用的是 fp16 吗？",
     "Hint: every step was skipped: the scale did not get low enough in 20 steps": "提示：每一步都被跳过了：20 步内缩放因子没有降到足够低",
-    "Hint: assign the step number (an int) to first_applied": "提示：把步号（一个 int）赋给 first_applied",
+    "Hint: assign the step number itself, an int, to first_applied (not a Series or a row: int(...iloc[0]))":
+        "提示：把步号本身（一个 int）赋给 first_applied（不是 Series 或一行：int(...iloc[0])）",
     "Hint: not that step: steps are numbered from 1 (the 'step' column, not the row index), and a skipped step has skipped=True":
         "提示：不是这一步：步号从 1 开始（看 'step' 列，不是行索引），被跳过的步 skipped=True",
-    "Hint: h_resumed should be the History that fit returned": "提示：h_resumed 应该是 fit 返回的 History",
-    "Hint: the run should end at step {steps}: steps= counts every step of the run, also those before the crash":
-        "提示：这次运行应在第 {steps} 步结束：steps= 计的是整次运行的全部步数，崩溃之前的也算",
-    "Hint: the history should start at step 1: resume from the checkpoint (Checkpoint(ex_ckpt, resume=True))":
-        "提示：历史记录应从第 1 步开始：从检查点恢复（Checkpoint(ex_ckpt, resume=True)）",
-    "Hint: the steps before the crash were trained again: continue from the checkpoint instead of starting over":
-        "提示：崩溃之前的步又训练了一遍：应从检查点继续，而不是从头开始",
-    "Hint: the losses differ from an uninterrupted run: resume with the same precision and data, from ex_ckpt, with a model and optimizer built by fresh()":
-        "提示：损失与不中断的运行不同：从 ex_ckpt 恢复，用相同的精度和数据，模型和优化器都由 fresh() 构建",
     "correct: your loop trains exactly as the recipe of section 2": "正确：你的训练循环与第 2 节的方案训练结果完全一致",
     "correct: the scaler halved its scale on every overflow until the gradients fit in fp16":
         "正确：每次上溢 scaler 都把缩放因子减半，直到梯度能放进 fp16",
-    "correct: the resumed run matches one that never crashed, bit for bit": "正确：恢复后的运行与从未崩溃的运行逐位一致",
+    "Hint: define both functions, save_state and load_state, and run their cell":
+        "提示：定义 save_state 和 load_state 两个函数，并运行它们所在的单元格",
+    "the exercise folder {folder} is gone: run the cell above the exercise again":
+        "练习用的文件夹 {folder} 已不存在：重新运行练习上面的单元格",
+    "your save_state raised {kind}: {err}": "你的 save_state 抛出了 {kind}：{err}",
+    "Hint: save_state wrote nothing to the path it was given: torch.save(..., path)":
+        "提示：save_state 没有向给它的路径写入任何东西：torch.save(..., path)",
+    "Hint: torch.load(weights_only=True) loads tensors and plain containers only: save the state_dict()s, not the objects":
+        "提示：torch.load(weights_only=True) 只加载张量和普通容器：保存各个 state_dict()，而不是对象本身",
+    "run your functions yourself on ex_ckpt and read where they fail": "自己在 ex_ckpt 上运行你的函数，看它们在哪里出错",
+    "resuming raised {kind}: {err}. Hint: {hint}": "恢复时抛出了 {kind}：{err}。提示：{hint}",
+    "Hint: load_state must return the step the checkpoint was saved at, an int":
+        "提示：load_state 必须返回保存检查点时的步号（一个 int）",
+    "Hint: load_state returned another step than the one saved with the state: return the saved step itself (the loop continues from the next one)":
+        "提示：load_state 返回的步号与随状态一起保存的不同：返回保存的那个步号本身（循环会从下一步继续）",
+    "Hint: the weights after load_state are not the saved ones: save model.state_dict() and load it back":
+        "提示：load_state 之后的权重不是保存的那些：保存 model.state_dict() 并把它加载回来",
+    "Hint: the optimizer's state (Adam's moments and step count) was not restored: save optimizer.state_dict() and load it back":
+        "提示：优化器的状态（Adam 的矩估计和步数）没有恢复：保存 optimizer.state_dict() 并把它加载回来",
+    "Hint: the scaler's state (its scale and growth tracker) was not restored: a checkpoint must hold scaler.state_dict(), loaded back with scaler.load_state_dict":
+        "提示：scaler 的状态（缩放因子和增长计数）没有恢复：检查点必须包含 scaler.state_dict()，并用 scaler.load_state_dict 加载回来",
+    "Hint: load with torch.load(path, weights_only=True): weights_only=False can run code from the file; save the state_dict()s, which load without it":
+        "提示：用 torch.load(path, weights_only=True) 加载：weights_only=False 可能执行文件里的代码；保存各个 state_dict()，它们不需要它就能加载",
+    "Hint: the state after load_state is right but the run ends elsewhere: did save_state save the state of the step it was given?":
+        "提示：load_state 之后的状态是对的，但运行结束时的结果不同：save_state 保存的是它收到的那一步的状态吗？",
+    "correct: the resumed run ends bit for bit where a run that never crashed ends":
+        "正确：恢复后的运行与从未崩溃的运行逐位结束在同一处",
     "GradScaler cannot unscale fp16 gradients: the weights must stay fp32 (autocast runs the layers in fp16)":
         "GradScaler 无法对 fp16 梯度做反缩放：权重必须保持 fp32（由 autocast 以 fp16 运行各层）",
     "run your loop on ex_batches yourself and read where it fails": "自己在 ex_batches 上运行你的循环，看它在哪里出错",
@@ -129,10 +263,16 @@ HINTS: dict[str, str] = {
     "Hint: {card}: not the audit's findings: audit(model, precision=...) with the card's precision, then its (module, dim) pairs":
         "提示：{card}：这不是 audit 的结果：用这张卡的精度调用 audit(model, precision=...)，再取其中的 (module, dim) 对",
     "correct: the alignment a card needs follows from the precision it runs": "正确：一张卡需要的对齐取决于它运行的精度",
-    "no ResNet-50 kernel times on this machine (no GPU and no reference): nothing to check":
-        "本机没有 ResNet-50 的核函数时间（没有 GPU，也没有参考结果）：无可检查",
-    "Hint: that is the images/s ratio: on a host-bound step images/s shows only part of the kernels' gain; use gpu_kernel_ms":
-        "提示：这是 images/s 的比值：训练步主机端受限时，images/s 只体现核函数加速的一部分；请用 gpu_kernel_ms",
+    "section 10 left measured as None (no GPU here and no committed reference found): the check needs its ResNet-50 kernel times":
+        "第 10 节的 measured 是 None（本机没有 GPU，也没有找到提交的参考结果）：这个检查需要其中 ResNet-50 的核函数时间",
+    "measured is not section 10's table (it needs the columns section, variant and gpu_kernel_ms)":
+        "measured 不是第 10 节的表（它需要 section、variant 和 gpu_kernel_ms 这几列）",
+    "section 10's table has no kernel times for the NCHW and channels_last ResNet-50 rows":
+        "第 10 节的表里没有 NCHW 和 channels_last 两行 ResNet-50 的核函数时间",
+    "Hint: that is the step's wall-time (images/s) ratio: on a host-bound step it shows only part of the kernels' gain; use gpu_kernel_ms":
+        "提示：这是训练步墙钟时间（images/s）的比值：训练步主机端受限时，它只体现核函数加速的一部分；请用 gpu_kernel_ms",
+    "Hint: kernel_gain is upside down: the NCHW kernel time over the channels_last one":
+        "提示：kernel_gain 颠倒了：应是 NCHW 的核函数时间除以 channels_last 的核函数时间",
     "correct: the layout and the kernel-time evidence for it": "正确：布局选对了，核函数时间也支持它",
     "{sm} has TF32 (Ampere and newer), so the FP32 model runs TF32 there: multiples of 4":
         "{sm} 支持 TF32（Ampere 及更新的架构），所以 FP32 模型在那里以 TF32 运行：4 的倍数",
@@ -152,12 +292,18 @@ HINTS: dict[str, str] = {
         "提示：在 FP16 autocast 下 safe_model 的输出仍有 inf/NaN：FP32 孤岛必须在上溢的层之前开始，在数值重新变小之后结束",
     "Hint: safe_model's output is far from ex1_model's FP32 output: did you copy the weights?":
         "提示：safe_model 的输出与 ex1_model 的 FP32 输出相差很远：你复制权重了吗？",
+    "Hint: safe_model has no layer with {name}'s weights: build it from ex1_model's layers (copy its state_dict)":
+        "提示：safe_model 中没有一层带有 {name} 的权重：用 ex1_model 的层来构建（复制它的 state_dict）",
+    "Hint: {name} itself runs in {dtype}: the layer that overflows must run in FP32 (scaling its input down or another 16-bit dtype hides the overflow instead of fixing it)":
+        "提示：{name} 本身以 {dtype} 运行：上溢的那一层必须以 FP32 运行（把输入缩小或换用另一种 16 位 dtype 只是掩盖了上溢，并没有修复它）",
     "Hint: nothing runs in FP16 any more: keep autocast on outside the island":
         "提示：已经没有任何部分以 FP16 运行：孤岛之外要保持 autocast 开启",
     "Hint: assign a threshold (a positive float) to max_norm": "提示：把一个阈值（正浮点数）赋给 max_norm",
     "Hint: max_norm must be a positive, finite number": "提示：max_norm 必须是有限的正数",
     "Hint: with that threshold the run still explodes and fit stops it: clip lower":
         "提示：用这个阈值，训练仍然发散，被 fit 中止：把裁剪阈值调低",
+    "Hint: the run finishes, but on the way its loss rose to {peak:.0f}× that of the first steps: an explosion the threshold let through; clip lower":
+        "提示：训练跑完了，但途中损失升到了最初几步的 {peak:.0f} 倍：阈值放过了一次爆炸；把裁剪阈值调低",
     "Hint: the run finishes but does not learn: the threshold lets too large updates through; look at the loss of each step":
         "提示：训练跑完了，但没有学到东西：阈值放过了过大的更新；看看每一步的损失",
     "Hint: the threshold acts on almost every step, so it caps every update (a brake, not a safety net): compare it with the gradient norms of the steps that were not clipped":
@@ -165,10 +311,33 @@ HINTS: dict[str, str] = {
     "Hint: assign your autograd.Function class to SafeSumSquares": "提示：把你的 autograd.Function 类赋给 SafeSumSquares",
     "Hint: SafeSumSquares must be a subclass of torch.autograd.Function":
         "提示：SafeSumSquares 必须是 torch.autograd.Function 的子类",
-    "Hint: the output still overflows: do the inputs reach forward in FP16?": "提示：输出仍然上溢：输入是以 FP16 进入 forward 的吗？",
-    "Hint: the values are wrong: the math must stay x*x summed per row": "提示：数值不对：计算必须仍是 x*x 按行求和",
-    "Hint: the gradient is not finite: how does backward run?": "提示：梯度不是有限值：backward 是怎样运行的？",
-    "Hint: the gradient is wrong: d/dx of x*x is 2*x": "提示：梯度不对：x*x 对 x 的导数是 2*x",
+    "Hint: SafeSumSquares.apply raised {error}": "提示：SafeSumSquares.apply 抛出了 {error}",
+    "Hint: forward must return one tensor with one value per row": "提示：forward 必须返回一个张量，每行一个值",
+    "Hint: the output still overflows: in which dtype does x reach forward, and in which dtype does x * x run?":
+        "提示：输出仍然上溢：x 以什么 dtype 进入 forward？x * x 又以什么 dtype 计算？",
+    "Hint: the output is {dtype}: the math must run in FP32 inside the function":
+        "提示：输出是 {dtype}：函数内部的计算必须以 FP32 进行",
+    "Hint: the values are wrong: the forward must compute the same math as SumSquares":
+        "提示：数值不对：forward 的计算必须与 SumSquares 相同",
+    "Hint: the backward computes in {dtype}: the gradient's math must run in FP32 too (the tensors it uses: as forward received them, in FP32)":
+        "提示：backward 以 {dtype} 计算：梯度的计算也必须以 FP32 进行（它用到的张量：按 forward 收到时的样子，即 FP32）",
+    "Hint: backward raised {error}": "提示：backward 抛出了 {error}",
+    "Hint: the gradient is not finite: in which dtype does backward compute?":
+        "提示：梯度不是有限值：backward 以什么 dtype 计算？",
+    "Hint: the gradient ignores the upstream gradient that backward receives: a backward returns (its local derivative) × (the incoming grad)":
+        "提示：梯度忽略了 backward 收到的上游梯度：backward 应返回（局部导数）×（传入的梯度）",
+    "Hint: the gradient is off by a constant factor ({ratio:.3g}×): differentiate the forward again":
+        "提示：梯度差了一个常数倍（{ratio:.3g}×）：重新对 forward 求导",
+    "Hint: the gradient does not match autograd's gradient of the same math: compare your backward with torch.autograd.grad on an FP32 copy":
+        "提示：梯度与 autograd 对同一计算求出的梯度不一致：在一份 FP32 副本上用 torch.autograd.grad 与你的 backward 比较",
+    "the activations do not overflow FP16 when squared (was ex3_layer or ex3_x changed?)":
+        "激活值平方后没有超出 FP16 的范围（ex3_layer 或 ex3_x 被改过吗？）",
+    "no layer of the model overflows FP16 on this input (was ex1_model or ex1_x changed?)":
+        "在这个输入上，模型没有任何一层超出 FP16 的范围（ex1_model 或 ex1_x 被改过吗？）",
+    "Hint: safe_model's forward raised {error}: inside autocast(enabled=False) nothing is cast for you":
+        "提示：safe_model 的 forward 抛出了 {error}：在 autocast(enabled=False) 内部，没有任何东西会替你转换 dtype",
+    "Hint: {names} run in FP32 but never see values near FP16's limit: start the island at the layer that overflows and end it once the values are small again":
+        "提示：{names} 以 FP32 运行，但它们的数值从未接近 FP16 的上限：FP32 孤岛应从上溢的层开始，在数值重新变小后结束",
     "correct: the overflowing layer runs in FP32, the rest in FP16": "正确：上溢的层以 FP32 运行，其余以 FP16 运行",
     "correct: a safety net that stops the explosion and lets the run learn": "正确：这是一张安全网，既挡住了梯度爆炸，又让训练能学习",
     "correct: FP32 inside the function, finite output and gradient": "正确：函数内部用 FP32，输出和梯度都是有限值",
@@ -176,10 +345,9 @@ HINTS: dict[str, str] = {
     "Hint: micro_batch and accum_steps are positive ints": "提示：micro_batch 和 accum_steps 是正整数",
     "Hint: micro_batch × accum_steps must be the effective batch, {target}: pick a micro-batch that divides it":
         "提示：micro_batch × accum_steps 必须等于有效批处理大小 {target}：选一个能整除它的微批次",
-    "Hint: micro_batch must be a power of two (it divides the target)": "提示：micro_batch 必须是 2 的幂（它要整除目标值）",
     "Hint: that micro-batch did not fit: read the fp16 rows with ok=True": "提示：这个微批次放不下：看 ok=True 的 fp16 行",
-    "Hint: a larger power of two fits too, and fewer micro-batches per step are faster":
-        "提示：更大的 2 的幂也放得下，而每步的微批次越少越快",
+    "Hint: a larger micro-batch that divides {target} fits too, and fewer micro-batches per step are faster":
+        "提示：还有更大的、能整除 {target} 的微批次也放得下，而每步的微批次越少越快",
     "Hint: assign your function (x -> tensor) to normalise_lean": "提示：把你的函数（x -> 张量）赋给 normalise_lean",
     "Hint: normalise_lean changed its input: the caller still needs x": "提示：normalise_lean 改动了它的输入：调用方还要用 x",
     "Hint: the values differ from normalise(x)": "提示：数值与 normalise(x) 不同",
@@ -189,8 +357,10 @@ HINTS: dict[str, str] = {
     "Hint: the values differ from h * sigmoid(h)": "提示：数值与 h * sigmoid(h) 不同",
     "Hint: the gradient for w is wrong: does every path from w to the output keep its gradient (no .detach())?":
         "提示：w 的梯度不对：从 w 到输出的每条路径都保留了梯度吗（没有 .detach()）？",
-    "no max-batch search on this machine (no GPU and no reference): nothing to check":
-        "本机没有最大批处理大小的搜索结果（没有 GPU，也没有参考结果）：无可检查",
+    "no max-batch search here (no GPU and no committed reference): fits.frame is None":
+        "这里没有最大批处理大小的搜索结果（没有 GPU，也没有已提交的参考结果）：fits.frame 是 None",
+    "pass the search's table, fits.frame (columns precision, batch_size, ok)":
+        "请传入搜索结果表 fits.frame（列为 precision、batch_size、ok）",
     "Hint: that is what fits in FP32; you train in FP16 AMP: read the fp16 rows":
         "提示：这是 FP32 下放得下的大小；你用的是 FP16 AMP 训练：看 fp16 行",
     "correct: the largest micro-batch that fits, accumulated to the effective batch": "正确：放得下的最大微批次，累积到有效批处理大小",
@@ -199,19 +369,21 @@ HINTS: dict[str, str] = {
     "Hint: the backward pass fails ({err}...): which tensor does sigmoid's backward need, and who changes it?":
         "提示：反向传播失败（{err}...）：sigmoid 的 backward 需要哪个张量？又是谁改动了它？",
     # lesson 06
-    "assign choice (a configuration name) and advantage (a number)": "给 choice（一个配置名）和 advantage（一个数）赋值",
-    "this run has no bf16_cl row to compare with: use the lesson's `evidence`":
-        "这次运行没有可对比的 bf16_cl 行：请用本课的 `evidence`",
-    "eager only: torch.compile costs a compile per model and shape, which the colleague did not ask for":
-        "只选 eager：torch.compile 对每种模型和形状都要编译一次，而同事并没有要求这样做",
-    "choice: one configuration name from the run's comparison rows that ran eagerly (not the article's loop)":
-        "choice：从这次运行中以 eager 方式运行的对比行里选一个配置名（不含原文的训练循环）",
-    "measure, do not follow the guide: compare bf16_cl's images/s with every other eager row":
-        "要靠测量，不要照搬指南：把 bf16_cl 的 images/s 与其他每个 eager 行比较",
-    "compare every eager row, not only the two precisions: the layout and the optimizer change images/s too":
-        "比较所有 eager 行，不只是两种精度：布局和优化器也会改变 images/s",
-    "advantage: your choice's images/s divided by bf16_cl's (above 1 when your choice is faster)":
-        "advantage：你所选配置的 images/s 除以 bf16_cl 的（你的选择更快时大于 1）",
+    "assign choice (fp16_cl, bf16_cl or tie), ratio and spread (numbers)":
+        "给 choice（fp16_cl、bf16_cl 或 tie）、ratio 和 spread（数）赋值",
+    "like for like: that row also changes the optimizer, the layout, the loop or adds a compile; "
+    "compare the two rows that differ in precision alone":
+        "要同类相比：这一行还改变了优化器、布局、训练循环或加了编译；请比较只有精度不同的两行",
+    "ratio: upside down: bf16_cl's images/s over fp16_cl's in each round":
+        "ratio：比值颠倒了：应是每一轮中 bf16_cl 的 images/s 除以 fp16_cl 的",
+    "ratio: the median of the per-round ratios bf16_cl / fp16_cl of the interleaved rounds "
+    "(part 'repeat'), not one run's figures":
+        "ratio：取交错轮次（part 为 'repeat'）中每轮比值 bf16_cl / fp16_cl 的中位数，而不是单次运行的数字",
+    "spread: the largest |round ratio - median| of those ratios": "spread：这些比值中最大的 |每轮比值 - 中位数|",
+    "the difference is inside the spread: call it a tie": "差异在离散范围之内：应判为持平",
+    "the difference is larger than the spread: that is not a tie": "差异大于离散范围：不是持平",
+    "measure, do not follow the guide: the faster of the two is the one whose images/s is higher in the rounds":
+        "要靠测量，不要照搬指南：两者中更快的是在各轮中 images/s 更高的那个",
     "assign ratio_median and ratio_spread": "给 ratio_median 和 ratio_spread 赋值",
     "this run has no interleaved rounds of both {num} and {den}": "这次运行没有 {num} 和 {den} 交错进行的轮次",
     "ratio_spread: the largest |round ratio - median| (not the standard deviation, not max - min)":
@@ -250,8 +422,8 @@ HINTS: dict[str, str] = {
     "state_gib looks like GB: 1 GiB is 2**30 bytes, not 1e9": "state_gib 看起来是按 GB 算的：1 GiB 是 2**30 字节，不是 1e9",
     "state_gib: parameters times that setup's total bytes/param (memory_table), in GiB (2**30 bytes)":
         "state_gib：参数量乘以该方案的 total bytes/param（memory_table），以 GiB（2**30 字节）为单位",
-    "{choice!r} does not fit: its state plus the {act:g} GiB of activations is more than the card's {card:g} GiB":
-        "{choice!r} 放不下：它的状态加上 {act:g} GiB 激活值，超过了显卡的 {card:g} GiB",
+    "{choice!r} does not fit: its state plus the {act:g} GiB of activations and the {res:g} GiB reserve (CUDA context, cuBLAS workspace, fragmentation) is more than the card's {card:.2f} GiB":
+        "{choice!r} 放不下：它的状态加上 {act:g} GiB 激活值和 {res:g} GiB 预留（CUDA 上下文、cuBLAS 工作区、碎片），超过了显卡的 {card:.2f} GiB",
     "{choice!r} fits, but rounds each update to the nearest 16-bit weight: section 4 showed those updates lost. Pick a setup that keeps them":
         "{choice!r} 放得下，但每次更新都会舍入到最近的 16 位权重：第 4 节已经表明这些更新会丢失。请选一个能保住更新的方案",
     "assign both t4_choice and t4_logits": "请给 t4_choice 和 t4_logits 都赋值",
@@ -268,6 +440,8 @@ HINTS: dict[str, str] = {
         "{choice!r} 在这个模型上会上溢：first_nonfinite(copy.deepcopy(ex_deep).half(), tokens, 'fp32') 会指出是哪个块",
     "t4_logits are {dtype}: compute them with your choice (under fp16 autocast the head returns FP16)":
         "t4_logits 是 {dtype}：请用你选的方案计算（在 fp16 autocast 下输出头返回 FP16）",
+    "t4_logits are FP32 logits cast with .half() afterwards: no FP16 matmul ran; run the model under your choice instead":
+        "t4_logits 是先用 FP32 算出、再用 .half() 转换的 logits：没有跑任何 FP16 矩阵乘法；请在你选的方案下运行模型",
     "t4_logits are {err:.3g} away from the FP32 model's": "t4_logits 与 FP32 模型的结果相差 {err:.3g}",
     # lesson 08
     "assign latency_sweep's table to ex_sweep": "把 latency_sweep 的表赋给 ex_sweep",

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from fp16lab.checks import positive_int
-from fp16lab.debug._common import (
+from fp16lab.debug.common import (
     MIB,
     LossFn,
     OptimizerFactory,

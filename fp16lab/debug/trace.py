@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from fp16lab.checks import boolean
-from fp16lab.debug._common import (
+from fp16lab.debug.common import (
     call,
     check_batch,
     check_module,

@@ -3,6 +3,9 @@
 Labs import the learner library (``fp16lab.train``, ``fp16lab.timing``, ...), never the reverse.
 A lesson imports its lab by name, so its reader knows which file to open:
 
+- :mod:`fp16lab.labs.setup`: lesson 00 (matmul throughput in interleaved rounds, the tie verdict)
+- :mod:`fp16lab.labs.gradients`: lesson 01 (the fp32 MLP whose gradients are put on fp16's number line)
+- :mod:`fp16lab.labs.alignment`: lesson 03 (variants timed in interleaved rounds, tie verdicts, 4090D figures)
 - :mod:`fp16lab.labs.memory`: lesson 05 (tensor memory, allocator experiments, peak-memory sweeps)
 - :mod:`fp16lab.labs.benchmark`: lesson 06 (the article's ResNet50 table, ``python -m fp16lab bench``)
 - :mod:`fp16lab.labs.transformers`: lesson 07 (the small GPT per precision; 16-bit AdamW)

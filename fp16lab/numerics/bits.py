@@ -9,13 +9,13 @@ from dataclasses import dataclass
 import torch
 
 from fp16lab.numerics.formats import (
-    _INFO,
-    _INT_VIEW,
+    FORMAT_INFO,
+    INT_VIEW,
     FormatInfo,
     FormatLike,
-    _round,
-    _scalar_tensor,
     format_info,
+    round_exact,
+    scalar_tensor,
 )
 
 __all__ = ["BitView", "bit_view"]
@@ -44,7 +44,7 @@ class BitView:
     @property
     def info(self) -> FormatInfo:
         """The :class:`FormatInfo` of this view's format."""
-        return _INFO[self.fmt]
+        return FORMAT_INFO[self.fmt]
 
     @property
     def exponent_bits(self) -> str:
@@ -161,9 +161,9 @@ def bit_view(value: "float | int | torch.Tensor", fmt: FormatLike = "fp16") -> B
     float32 would give 1.0).
     """
     info = format_info(fmt)
-    x = _scalar_tensor(value)
-    stored, over = _round(x.reshape(1), info)
-    raw = int(stored.to(info.dtype).view(_INT_VIEW[info.dtype]).item()) & ((1 << info.bits) - 1)
+    x = scalar_tensor(value)
+    stored, over = round_exact(x.reshape(1), info)
+    raw = int(stored.to(info.dtype).view(INT_VIEW[info.dtype]).item()) & ((1 << info.bits) - 1)
     m = info.mantissa_bits
     return BitView(
         fmt=info.name,

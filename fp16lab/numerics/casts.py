@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from fp16lab.checks import positive_float, sequence_of
-from fp16lab.numerics.formats import FormatInfo, FormatLike, _as_float64, format_info
+from fp16lab.numerics.formats import FormatInfo, FormatLike, as_float64, format_info
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -161,7 +161,7 @@ class _Thresholds:
 
 def _count(x: torch.Tensor, scale: float, th: _Thresholds) -> dict[str, int]:
     """Category counts of one chunk (any floating dtype, any device), from exact thresholds."""
-    x64 = _as_float64(x)  # exact for every floating dtype (float8 has no isfinite of its own)
+    x64 = as_float64(x)  # exact for every floating dtype (float8 has no isfinite of its own)
     finite_in, zero_in = torch.isfinite(x64), x64 == 0
     a = x64.abs() * scale  # float64: a finite input stays finite (or counts as overflow)
     over = (a > th.overflow_above) | ((a == th.overflow_above) if th.tie_overflows else torch.zeros_like(zero_in))

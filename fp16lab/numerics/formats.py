@@ -47,7 +47,7 @@ FORMATS: tuple[str, ...] = tuple(_LAYOUT)
 FORMAT_NAMES: tuple[str, ...] = FORMATS
 _BY_DTYPE = {layout[0]: name for name, layout in _LAYOUT.items()}
 # Unsigned/signed integer dtype of the same width, for reinterpreting the bits.
-_INT_VIEW = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16,
+INT_VIEW = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16,
              torch.float8_e4m3fn: torch.uint8, torch.float8_e5m2: torch.uint8}
 # Names learners type that are not format names, and what to use instead.
 _HINTS = {
@@ -154,12 +154,12 @@ def _build_info(name: str) -> FormatInfo:
     )
 
 
-_INFO: dict[str, FormatInfo] = {n: _build_info(n) for n in _LAYOUT}
+FORMAT_INFO: dict[str, FormatInfo] = {n: _build_info(n) for n in _LAYOUT}
 
 
 def format_info(fmt: FormatLike) -> FormatInfo:
     """Facts (bits, range, epsilon) of ``fmt``, computed from its layout; see :class:`FormatInfo`."""
-    return _INFO[parse_format(fmt)]
+    return FORMAT_INFO[parse_format(fmt)]
 
 
 def formats_table(formats: Iterable[FormatLike] = FORMATS) -> "pd.DataFrame":
@@ -178,7 +178,7 @@ def formats_table(formats: Iterable[FormatLike] = FORMATS) -> "pd.DataFrame":
 # --------------------------------------------------------------------------- rounding
 
 
-def _round(x: torch.Tensor, info: FormatInfo) -> tuple[torch.Tensor, torch.Tensor]:
+def round_exact(x: torch.Tensor, info: FormatInfo) -> tuple[torch.Tensor, torch.Tensor]:
     """Round float64 ``x`` to ``info``'s format once (nearest, ties to even), in float64.
 
     Returns (stored value as float64, overflow mask: finite input beyond the finite range).
@@ -203,7 +203,7 @@ def _power_of_two(k: torch.Tensor) -> torch.Tensor:
     return ((k.to(torch.int64) + 1023) << 52).view(torch.float64)
 
 
-def _as_float64(t: torch.Tensor) -> torch.Tensor:
+def as_float64(t: torch.Tensor) -> torch.Tensor:
     """``t`` as float64 on a device that has float64 (Apple's MPS has none: the CPU then)."""
     if t.device.type == "mps":
         t = t.to("cpu")
@@ -220,7 +220,7 @@ def round_to_format(x: "torch.Tensor", fmt: FormatLike = "fp16") -> torch.Tensor
     info = format_info(fmt)
     if not isinstance(x, torch.Tensor) or not x.is_floating_point():
         raise ValueError(f"x must be a floating-point tensor, got {_describe(x)}")
-    return _round(_as_float64(x), info)[0]
+    return round_exact(as_float64(x), info)[0]
 
 
 def _describe(value: object) -> str:
@@ -230,14 +230,14 @@ def _describe(value: object) -> str:
     return f"{text[:60]}{'...' if len(text) > 60 else ''} ({type(value).__name__})"
 
 
-def _scalar_tensor(value: object, name: str = "value") -> torch.Tensor:
+def scalar_tensor(value: object, name: str = "value") -> torch.Tensor:
     """A 0-d float64 tensor holding ``value`` exactly (a real number or a 1-element tensor)."""
     if isinstance(value, torch.Tensor):
         if value.numel() != 1:
             raise ValueError(f"{name} must be a single number, got a tensor of shape {tuple(value.shape)}")
         if value.dtype == torch.bool or value.is_complex():
             raise ValueError(f"{name} must be a real number, got a {value.dtype} tensor")
-        return _as_float64(value.reshape(()))
+        return as_float64(value.reshape(()))
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
         raise ValueError(f"{name} must be a real number or a 1-element tensor, got {_describe(value)}")
     return torch.tensor(float(value), dtype=torch.float64)
@@ -260,14 +260,14 @@ def ulp(x: "float | int | torch.Tensor | np.ndarray", fmt: FormatLike = "fp16") 
     if isinstance(x, torch.Tensor):
         if x.dtype == torch.bool or x.is_complex():
             raise ValueError(f"x must be a real tensor, got dtype {x.dtype}")
-        t, kind = _as_float64(x), "tensor"
+        t, kind = as_float64(x), "tensor"
     elif isinstance(x, np.ndarray):
         if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)):
             raise ValueError(f"x must be a real array, got dtype {x.dtype}")
         t, kind = torch.from_numpy(np.asarray(x, dtype=np.float64)), "array"
     else:
-        t, kind = _scalar_tensor(x, "x"), "scalar"
-    stored, over = _round(t, info)
+        t, kind = scalar_tensor(x, "x"), "scalar"
+    stored, over = round_exact(t, info)
     a = stored.abs()
     _, e = torch.frexp(a)
     exp = torch.clamp(e - 1, min=info.min_exponent).to(torch.float64)

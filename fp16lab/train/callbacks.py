@@ -3,8 +3,10 @@
 A callback is an object with any of ``check(plan)`` (refuse bad settings before anything changes),
 ``before_fit(run)``, ``after_step(run, step, result)`` and ``after_fit(run)``; ``order`` sorts them
 (the guard first, the progress bar last). Write your own by subclassing :class:`Callback`: ``run``
-exposes ``model``, ``optimizer``, ``scaler``, ``rows`` (the history so far, the step's row last)
-and ``plan`` (fit's checked settings).
+(:class:`fp16lab.train.run.Run`) exposes ``model``, ``optimizer``, ``scaler``, ``rows`` (the history so
+far, the step's row last) and ``plan`` (:class:`fp16lab.train.run.Plan`, fit's checked settings).
+Each callback owns its work: :class:`Schedule` registers its scheduler in the plan and steps it,
+:class:`Checkpoint` resumes in ``before_fit`` and saves after its steps; fit itself only fires events.
 """
 
 from __future__ import annotations
@@ -15,61 +17,21 @@ import numbers
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from torch import nn
 
-from fp16lab.checks import boolean, function, positive_float, positive_int
+from fp16lab.checks import boolean, function, positive_float, positive_int, sequence_of
 from fp16lab.precision import Precision
-from fp16lab.train.checkpoint import HistoryFile, check_writable_folder, save_checkpoint
-from fp16lab.train.step import Batch, StepResult, _check_loader, _check_scheduler, _evaluate, _split
-
-
-class _Plan(Protocol):
-    """What a callback may read of fit's checked settings (the plan lives in :mod:`fp16lab.train.loop`)."""
-
-    @property
-    def precision(self) -> Precision: ...
-    @property
-    def device(self) -> torch.device: ...
-    @property
-    def optimizer(self) -> torch.optim.Optimizer: ...
-    @property
-    def steps(self) -> int: ...
-    @property
-    def loss_fn(self) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]: ...
-    @property
-    def scheduler(self) -> Any: ...
-
-
-class _Run(Protocol):
-    """What a callback may read and call of the run in progress."""
-
-    @property
-    def plan(self) -> _Plan: ...
-    @property
-    def model(self) -> nn.Module: ...
-    @property
-    def optimizer(self) -> torch.optim.Optimizer: ...
-    @property
-    def scaler(self) -> torch.amp.GradScaler: ...
-    @property
-    def rows(self) -> list[dict[str, Any]]: ...
-    @property
-    def micro(self) -> list[Batch]: ...
-    @property
-    def start_step(self) -> int: ...
-
-    def history(self) -> Any: ...
-
-    def save(self, path: Path, step: int) -> None: ...
+from fp16lab.train.checkpoint import HistoryFile, check_writable_folder
+from fp16lab.train.run import HISTORY_COLUMNS, Plan, Run
+from fp16lab.train.step import Batch, StepResult, check_loader, check_scheduler, evaluate_parsed, split_batch
 
 __all__ = ["Callback", "Evaluate", "Checkpoint", "Schedule", "DivergenceGuard", "ProgressBar",
-           "NONFINITE_LOSS_STREAK", "TrainingDiverged", "HISTORY_COLUMNS"]
+           "NONFINITE_LOSS_STREAK", "TrainingDiverged", "HISTORY_COLUMNS",
+           "fit_callbacks"]
 
-HISTORY_COLUMNS = ("step", "epoch", "loss", "accuracy", "scale", "skipped", "grad_norm", "lr", "samples",
-                   "samples_per_s", "time_s")
 # fp16 with DivergenceGuard(min_scale=None): this many non-finite losses in a row stop the run
 NONFINITE_LOSS_STREAK = 3
 
@@ -100,16 +62,16 @@ class Callback:
 
     order = 50
 
-    def check(self, plan: _Plan) -> None:
+    def check(self, plan: Plan) -> None:
         """Refuse bad settings before fit changes anything."""
 
-    def before_fit(self, run: _Run) -> None:
-        """Called once, after a resume is applied, before the first step."""
+    def before_fit(self, run: Run) -> None:
+        """Called once before the first step (a :class:`Checkpoint` resumes here, at its ``order`` 20)."""
 
-    def after_step(self, run: _Run, step: int, result: StepResult) -> None:
+    def after_step(self, run: Run, step: int, result: StepResult) -> None:
         """Called after each optimizer step; ``run.rows[-1]`` is that step's row."""
 
-    def after_fit(self, run: _Run) -> None:
+    def after_fit(self, run: Run) -> None:
         """Called once at the end, also when the run stops with an error."""
 
     def __repr__(self) -> str:
@@ -154,19 +116,19 @@ class Evaluate(Callback):
     def __init__(self, loader: Iterable[Batch] | None = None,
                  fn: Callable[[nn.Module], Mapping[str, Any]] | None = None, every: int | None = None) -> None:
         if loader is not None:
-            _check_loader("loader", loader)
+            check_loader("loader", loader)
         self.loader = loader
         self.fn = function("fn", fn, "a function model -> dict", n_args=1, optional=True)
         self.every = _every(every)
         if loader is None and fn is None:
             raise ValueError("Evaluate needs something to evaluate: give loader= and/or fn=")
 
-    def after_step(self, run: _Run, step: int, result: StepResult) -> None:
+    def after_step(self, run: Run, step: int, result: StepResult) -> None:
         if not _due(step, run.plan.steps, self.every):
             return
         plan = run.plan
         if self.loader is not None:
-            run.rows[-1].update(_evaluate(run.model, self.loader, plan.precision, plan.device, plan.loss_fn, False))
+            run.rows[-1].update(evaluate_parsed(run.model, self.loader, plan.precision, plan.device, plan.loss_fn, False))
         if self.fn is not None:
             run.rows[-1].update(_metrics(self.fn(run.model)))
 
@@ -180,11 +142,16 @@ class Schedule(Callback):
     order = 0
 
     def __init__(self, scheduler: Any) -> None:
-        _check_scheduler(scheduler, None)  # its type here; the optimizer it drives when fit starts
+        check_scheduler(scheduler, None)  # its type here; the optimizer it drives when fit starts
         self.scheduler = scheduler
 
-    def check(self, plan: _Plan) -> None:
-        _check_scheduler(self.scheduler, plan.optimizer)
+    def check(self, plan: Plan) -> None:
+        check_scheduler(self.scheduler, plan.optimizer)
+        plan.scheduler = self.scheduler  # checkpoints save and restore it
+
+    def after_step(self, run: Run, step: int, result: StepResult) -> None:
+        if not result.skipped:  # a skipped step changed no weight: the schedule waits for the next one
+            self.scheduler.step()
 
 
 # ------------------------------------------------------------------------ checkpoints
@@ -210,7 +177,11 @@ class Checkpoint(Callback):
         self.every = _every(every)
         self.resume = boolean("resume", resume)
 
-    def after_step(self, run: _Run, step: int, result: StepResult) -> None:
+    def before_fit(self, run: Run) -> None:
+        if self.resume:  # read and checked completely before anything changes
+            run.resume(self.path)
+
+    def after_step(self, run: Run, step: int, result: StepResult) -> None:
         if _due(step, run.plan.steps, self.every):
             run.save(self.path, step)
 
@@ -231,7 +202,7 @@ def _advice(precision: Precision) -> str:
 def _nonfinite_inputs(micro: Sequence[Batch]) -> str | None:
     """Which micro-batch holds NaN/inf inputs or targets (read only after a non-finite loss)."""
     for i, batch in enumerate(micro, 1):
-        for what, t in zip(("inputs", "targets"), _split(batch), strict=True):
+        for what, t in zip(("inputs", "targets"), split_batch(batch), strict=True):
             if t.is_floating_point() and not bool(torch.isfinite(t).all()):
                 n_nan, n_inf = int(torch.isnan(t).sum()), int(torch.isinf(t).sum())
                 return f"micro-batch {i} of {len(micro)}: its {what} hold {n_nan} NaN and {n_inf} inf values"
@@ -254,7 +225,7 @@ class DivergenceGuard(Callback):
     def __init__(self, min_scale: float | None = 1.0) -> None:
         self.min_scale = positive_float("min_scale", min_scale) if min_scale is not None else None
 
-    def after_step(self, run: _Run, step: int, result: StepResult) -> None:
+    def after_step(self, run: Run, step: int, result: StepResult) -> None:
         why = self.diagnose(run.plan.precision, step, result, run.micro, run.rows)
         if why is not None:
             reason, value, message = why
@@ -306,24 +277,37 @@ class ProgressBar(Callback):
         self.desc = desc
         self._bar: Any = None
 
-    def before_fit(self, run: _Run) -> None:
+    def before_fit(self, run: Run) -> None:
         from tqdm.auto import tqdm
 
         self._bar = tqdm(total=run.plan.steps, initial=run.start_step, leave=False,
                          desc=self.desc or f"fit {run.plan.precision.value}")
 
-    def after_step(self, run: _Run, step: int, result: StepResult) -> None:
+    def after_step(self, run: Run, step: int, result: StepResult) -> None:
         self._bar.update(1)
         if step % 10 == 0 or step == run.plan.steps:
             self._bar.set_postfix(loss=f"{result.loss:.4g}", scale=f"{result.scale:g}", refresh=False)
 
-    def after_fit(self, run: _Run) -> None:
+    def after_fit(self, run: Run) -> None:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
 
 
-def save_fit_checkpoint(path: Path, run: _Run, step: int, extra: dict[str, Any]) -> None:
-    """The checkpoint file itself (atomically), with the run's scheduler when a Schedule callback has one."""
-    save_checkpoint(path, run.model, run.optimizer, scaler=run.scaler, scheduler=run.plan.scheduler, step=step,
-                    extra=extra)
+def fit_callbacks(callbacks: object) -> list[Callback]:
+    """The callbacks :func:`~fp16lab.train.fit` runs, sorted by ``order``: None means ``[ProgressBar()]``, a
+    list exactly those, and a :class:`DivergenceGuard` unless the list has one (fit's one default)."""
+    if callbacks is None:
+        given: list[Callback] = [ProgressBar()]
+    else:
+        given = sequence_of("callbacks", callbacks, example="[Evaluate(loader)] (or None)", allow_empty=True)
+    for i, cb in enumerate(given):
+        if not isinstance(cb, Callback):
+            raise TypeError(f"callbacks[{i}] must be an fp16lab.train.Callback (Evaluate, Checkpoint, Schedule, "
+                            f"DivergenceGuard, ProgressBar or your subclass), got {cb!r:.80}")
+    for kind in (Checkpoint, Schedule, DivergenceGuard, ProgressBar):
+        if sum(isinstance(cb, kind) for cb in given) > 1:
+            raise ValueError(f"callbacks: give at most one {kind.__name__}, got {sum(isinstance(c, kind) for c in given)}")
+    if not any(isinstance(cb, DivergenceGuard) for cb in given):
+        given.append(DivergenceGuard())  # the guard always runs
+    return sorted(given, key=lambda cb: cb.order)

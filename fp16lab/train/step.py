@@ -1,24 +1,27 @@
 """One mixed-precision optimizer step, in the right order, and evaluation under autocast.
 
-One optimizer step (:func:`train_step`) is, for every micro-batch ``i`` of the step::
+:func:`amp_step` is the recipe, the one place fp16lab drives a ``GradScaler``; for every
+micro-batch of the step::
 
     with autocast(precision, device):            # forward and loss in fp16/bf16 where safe
-        loss_i = loss_fn(model(x_i), y_i)
-    scaler.scale(loss_i * n_i / n).backward()     # backward outside autocast; n_i samples of n
+        loss = loss_of(batch)
+    scaler.scale(loss).backward()                 # backward outside autocast
 
 and then, once, at the accumulation boundary::
 
-    scaler.unscale_(optimizer)                 # true gradients (needed to clip / measure)
+    scaler.unscale_(optimizer)                 # true gradients (only to clip / measure them)
     clip_grad_norm_(params, max_norm)          # optional; must follow unscale_
     scaler.step(optimizer)                     # skipped when a gradient is inf/NaN
     scaler.update()                            # halve the scale after a skip, grow it later
-    model.zero_grad(set_to_none=True)          # every gradient of the model, not only the optimizer's
-    scheduler.step()                           # only when the step was not skipped
+    optimizer.zero_grad(set_to_none=True)
 
-Weighting each micro-batch loss by its share of the samples makes the accumulated gradient
-that of one big batch, also when the micro-batches differ in size. The scaler
-(``torch.amp.GradScaler``) is enabled only for fp16; bf16 has fp32's range. The loop around
-it (history, checkpoints, divergence) is :func:`fp16lab.train.fit`.
+It never waits for the device, so a benchmark or a lab can run it step after step.
+:func:`train_step` checks its arguments once, weights each micro-batch loss by its share of the
+samples (the accumulated gradient is that of one big batch, also when the micro-batches differ in
+size), runs :func:`amp_step`, steps a scheduler only when the step was not skipped, and reads
+its numbers back to the host once. The scaler (:func:`make_scaler`, the one place one is built)
+is enabled only for fp16; bf16 has fp32's range. The loop around it (history, checkpoints,
+divergence) is :func:`fp16lab.train.fit`.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from fp16lab.checks import boolean, function, instance, module, optimizer_holds,
 from fp16lab.device import model_device, resolve_device, resolve_model_device
 from fp16lab.precision import Precision, autocast, parse_precision
 
-__all__ = ["StepResult", "make_scaler", "train_step", "evaluate"]
+__all__ = ["StepResult", "amp_step", "make_scaler", "train_step", "evaluate"]
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 Batch = Sequence[torch.Tensor]
@@ -65,13 +68,13 @@ class StepResult:
 # ---------------------------------------------------------------- argument checks (one place)
 
 
-def _loss_fn(value: object) -> LossFn:
+def checked_loss_fn(value: object) -> LossFn:
     """``loss_fn`` checked (a function of (outputs, targets); None: cross-entropy)."""
     fn: LossFn | None = function("loss_fn", value, "a function (outputs, targets) -> loss", n_args=2, optional=True)
     return fn or F.cross_entropy
 
 
-def _check_scheduler(scheduler: object, optimizer: object) -> None:
+def check_scheduler(scheduler: object, optimizer: object) -> None:
     """An LR scheduler instance (not its class) that drives ``optimizer`` (None passes)."""
     if scheduler is None:
         return
@@ -90,7 +93,7 @@ def check_scheduler_drives(scheduler: object, optimizer: object) -> None:
                          f"{type(scheduler).__name__}(optimizer, ...))")
 
 
-def _check_core(model: object, optimizer: object, scaler: object) -> list[torch.nn.Parameter]:
+def check_core(model: object, optimizer: object, scaler: object) -> list[torch.nn.Parameter]:
     module("model", model)
     instance("optimizer", optimizer, torch.optim.Optimizer, "a torch.optim.Optimizer")
     if scaler is not None:
@@ -146,7 +149,7 @@ def _resolve_run_device(model: nn.Module, device: "torch.device | str | None") -
     return resolve_model_device(model, device)
 
 
-def _check_loader(name: str, loader: object) -> int | None:
+def check_loader(name: str, loader: object) -> int | None:
     """``loader`` is an iterable of batches (not a tensor, string or dict), not empty; its len() or None."""
     if not isinstance(loader, Iterable) or isinstance(loader, (torch.Tensor, str, bytes, Mapping)):
         raise ValueError(f"{name} must be an iterable of (inputs, targets) batches (a DataLoader or a list of "
@@ -160,7 +163,7 @@ def _check_loader(name: str, loader: object) -> int | None:
     return n_batches
 
 
-def _check_scaler_fits(scaler: torch.amp.GradScaler | None, p: Precision) -> None:
+def check_scaler_fits(scaler: torch.amp.GradScaler | None, p: Precision) -> None:
     if scaler is not None and scaler.is_enabled() != p.uses_scaler:
         raise ValueError(
             f"a GradScaler that is {'enabled' if scaler.is_enabled() else 'disabled'} does not fit "
@@ -187,11 +190,7 @@ def _total_norm(grads: list[torch.Tensor]) -> torch.Tensor:
     return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
 
 
-def _trainable(model: nn.Module) -> list[torch.nn.Parameter]:
-    return [p for p in model.parameters() if p.requires_grad]
-
-
-def _split(batch: object) -> tuple[torch.Tensor, torch.Tensor]:
+def split_batch(batch: object) -> tuple[torch.Tensor, torch.Tensor]:
     if isinstance(batch, (list, tuple)) and len(batch) == 2 and all(isinstance(t, torch.Tensor) for t in batch):
         return batch[0], batch[1]
     parts = ""
@@ -227,33 +226,55 @@ def _check_loss(loss: object) -> torch.Tensor:
     return loss
 
 
-def _scale_tensor(scaler: torch.amp.GradScaler, device: torch.device) -> torch.Tensor | None:
-    """The enabled scaler's scale as a device tensor, read without a host sync (None: read get_scale())."""
-    get_async = getattr(scaler, "_get_scale_async", None)  # private, there since torch 1.6
-    scale = get_async() if scaler.is_enabled() and get_async is not None else None
-    return scale.reshape(()).float().to(device) if isinstance(scale, torch.Tensor) else None
+def amp_step(
+    loss_of: Callable[[Any], torch.Tensor],
+    micro: Iterable[Any],
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler,
+    *,
+    precision: "Precision | str",
+    device: "torch.device | str",
+    clip_grad_norm: float | None = None,
+    grad_norm: bool = False,
+    params: Sequence[torch.nn.Parameter] | None = None,
+    cache_enabled: bool | None = None,
+) -> torch.Tensor | None:
+    """One AMP optimizer step over the micro-batches ``micro``, in the right order, without a host sync.
 
-
-def _grad_norm(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, params: list[torch.nn.Parameter],
-               clip: float | None, track: bool, dev: torch.device) -> torch.Tensor | None:
-    """The true gradients' norm before clipping (and the clip), on the device; None when neither is asked for.
-
-    Without clipping it is the scaled gradients' norm over the scale: exact (a power of two), and with
-    no ``unscale_`` here ``scaler.step`` keeps a fused optimizer's path without a host sync.
+    ``loss_of(batch)`` runs under autocast and returns the loss to backpropagate (weight it
+    yourself when micro-batches should count by size). Defaults: no clipping, no gradient norm,
+    ``params`` = the optimizer's (what is clipped and measured), torch's weight-cast cache
+    (``cache_enabled=False`` inside a CUDA-graph capture). The gradients are unscaled only to
+    clip or measure them (``grad_norm=True``); then the returned 0-d device tensor is their
+    norm before clipping, else None. The arguments are not checked (this is the bare step a
+    benchmark times): :func:`train_step` is the checked one.
     """
-    if clip is not None:
-        scaler.unscale_(optimizer)  # clipping needs the true gradients (no-op when the scaler is disabled)
-        return torch.nn.utils.clip_grad_norm_(params, clip)
-    if not track:
-        return None
-    norm = _total_norm([q.grad for q in params if q.grad is not None]).float()
-    scale = _scale_tensor(scaler, dev)
-    if scale is not None:
-        return norm / scale
-    return norm / scaler.get_scale() if scaler.is_enabled() else norm
+    for batch in micro:
+        with autocast(precision, device, cache_enabled=cache_enabled):
+            loss = loss_of(batch)
+        scaler.scale(loss).backward()
+    params = params if params is not None else [q for g in optimizer.param_groups for q in g["params"]]
+    if not any(q.grad is not None for q in params):
+        optimizer.zero_grad(set_to_none=True)
+        raise ValueError("none of the optimizer's parameters got a gradient from this loss: build the optimizer "
+                         "from model.parameters() of this model, after any change to the model")
+    norm = None
+    if clip_grad_norm is not None or grad_norm:
+        scaler.unscale_(optimizer)  # the true gradients, before clipping or measuring them
+        norm = (torch.nn.utils.clip_grad_norm_(params, clip_grad_norm) if clip_grad_norm is not None
+                else _total_norm([q.grad for q in params if q.grad is not None]))
+    scaler.step(optimizer)  # skipped when a gradient is inf/NaN
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+    return norm
 
 
-def _step(
+def _scale_tensor(scaler: torch.amp.GradScaler, device: torch.device) -> torch.Tensor:
+    """The scaler's scale as a 0-d device tensor, without a host sync (1.0 when it is disabled)."""
+    return scaler.scale(torch.ones((), device=device))
+
+
+def parsed_step(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     scaler: torch.amp.GradScaler,
@@ -264,69 +285,58 @@ def _step(
     params: list[torch.nn.Parameter],
     loss_fn: LossFn,
     clip: float | None,
-    scheduler: Any | None,
     channels_last: bool,
     track_grad_norm: bool,
-    scale_before: float | None,
     trainable: list[torch.nn.Parameter] | None = None,
 ) -> StepResult:
-    """:func:`train_step` on parsed arguments (fit calls this: nothing is re-validated per step).
+    """:func:`train_step` on parsed arguments, without a scheduler (fit's run calls this: nothing is
+    re-validated per step): the step's bookkeeping around :func:`amp_step`, read back to the host once.
 
-    ``scale_before``: the scale at the start (fit keeps it); None reads it on the device with the
-    step's other numbers, so the step waits for the device once. ``trainable``: every trainable
-    parameter, whose gradients the step clears (default ``params``: fit's optimizer holds them all).
+    ``trainable``: every trainable parameter, whose gradients the step clears (default ``params``:
+    fit's optimizer holds them all).
     """
-    before_t = _scale_tensor(scaler, dev) if scale_before is None else None
-    if before_t is not None:
-        before_t = before_t.clone()  # scaler.update() changes the scale in place
-    scale_before = scaler.get_scale() if scale_before is None and before_t is None else scale_before
-    pairs = [_split(b) for b in batches]
+    pairs = [split_batch(b) for b in batches]
     sizes = [_n_samples(y) for _, y in pairs]
     if 0 in sizes:
         raise ValueError(f"micro-batch {sizes.index(0) + 1} of {len(sizes)} holds no samples (targets of shape "
                          f"{tuple(pairs[sizes.index(0)][1].shape)}): the loader yielded an empty batch")
     samples = sum(sizes)
     lr = float(optimizer.param_groups[0]["lr"])
+    before = _scale_tensor(scaler, dev)
     loss_sum = torch.zeros((), device=dev)
     correct = torch.zeros((), device=dev, dtype=torch.int64)
-    classify = True
-    for (x, y), n_i in zip(pairs, sizes, strict=True):
+    classify = [True]
+
+    def loss_of(pair_size: tuple[tuple[torch.Tensor, torch.Tensor], int]) -> torch.Tensor:
+        nonlocal loss_sum, correct
+        (x, y), n_i = pair_size
         x, y = _to_device(x, dev, channels_last), y.to(dev, non_blocking=True)
-        with autocast(p, dev):
-            out = model(x)
-            loss = _check_loss(loss_fn(out, y))
+        out = model(x)
+        loss = _check_loss(loss_fn(out, y))
         weighted = loss if len(pairs) == 1 else loss * (n_i / samples)  # one big batch, also for unequal sizes
-        scaler.scale(weighted).backward()
         loss_sum += weighted.detach().float()
-        if classify and out.dim() == 2 and y.dim() == 1 and not y.is_floating_point():
+        if classify[0] and out.dim() == 2 and y.dim() == 1 and not y.is_floating_point():
             correct += (out.detach().argmax(1) == y).sum()
         else:
-            classify = False
-    if not any(q.grad is not None for q in params):
-        model.zero_grad(set_to_none=True)
-        raise ValueError("none of the optimizer's parameters got a gradient from this model's loss: build the "
-                         "optimizer from model.parameters() of this model, after any change to the model")
-    grad_norm = _grad_norm(optimizer, scaler, params, clip, track_grad_norm, dev)
-    scaler.step(optimizer)
-    scaler.update()
-    for q in trainable if trainable is not None else params:  # every gradient this step's backward wrote,
-        q.grad = None                                             # not only the optimizer's (as model.zero_grad)
-    scale_t = _scale_tensor(scaler, dev)
-    stats = [loss_sum, correct.float(), *([] if grad_norm is None else [grad_norm.float().to(dev)]),
-             *([] if before_t is None else [before_t]), *([] if scale_t is None else [scale_t])]
+            classify[0] = False
+        return weighted
+
+    try:
+        grad_norm = amp_step(loss_of, zip(pairs, sizes, strict=True), optimizer, scaler, precision=p, device=dev,
+                             clip_grad_norm=clip, grad_norm=track_grad_norm, params=params)
+    finally:
+        for q in trainable if trainable is not None else params:  # every gradient this step's backward wrote,
+            q.grad = None                                             # not only the optimizer's (as model.zero_grad)
+    stats = [loss_sum, correct.float(), before, _scale_tensor(scaler, dev),
+             *([] if grad_norm is None else [grad_norm.float().to(dev)])]
     values = torch.stack(stats).tolist()  # the one host-device sync of the step
-    scale = values[-1] if scale_t is not None else scaler.get_scale()  # disabled: 1.0, no sync
-    if before_t is not None:
-        scale_before = values[-2] if scale_t is not None else values[-1]
-    assert scale_before is not None
+    scale_before, scale = values[2], values[3]
     skipped = scaler.is_enabled() and scale < scale_before
-    if scheduler is not None and not skipped:
-        scheduler.step()
     return StepResult(
         loss=values[0],
-        correct=int(values[1]) if classify else None,
+        correct=int(values[1]) if classify[0] else None,
         samples=samples,
-        grad_norm=values[2] if grad_norm is not None else None,
+        grad_norm=values[4] if grad_norm is not None else None,
         scale_before=float(scale_before),
         scale=float(scale),
         skipped=bool(skipped),
@@ -366,9 +376,8 @@ def train_step(
     also one with another optimizer of the same model, starts clean.
     The inputs are moved with ``non_blocking=True`` (fast from pinned memory). The host waits
     for the device once, at the end, to read the numbers it returns (the scale before and after
-    included). Without clipping the gradients are not unscaled in place: the norm is that of the
-    scaled gradients over the scale (exact: a power of two), so a fused optimizer
-    (``Adam(fused=True)``) still takes GradScaler's path without a host sync.
+    included). The step itself is :func:`amp_step`, which never waits for the device (a fused
+    optimizer, ``Adam(fused=True)``, takes GradScaler's path without a host sync).
     """
     module("model", model)
     instance("optimizer", optimizer, torch.optim.Optimizer, "a torch.optim.Optimizer")
@@ -376,16 +385,19 @@ def train_step(
     instance("scaler", scaler, torch.amp.GradScaler, "a torch.amp.GradScaler (make_scaler(precision, device))")
     batches = sequence_of("batches", batches, example="[(x, y)] (one (inputs, targets) pair per micro-batch)")
     p = parse_precision(precision)
-    _check_scaler_fits(scaler, p)
-    _check_scheduler(scheduler, optimizer)
-    return _step(
+    check_scaler_fits(scaler, p)
+    check_scheduler(scheduler, optimizer)
+    r = parsed_step(
         model, optimizer, scaler, batches, p=p, dev=_resolve_run_device(model, device), params=params,
-        loss_fn=_loss_fn(loss_fn),
+        loss_fn=checked_loss_fn(loss_fn),
         clip=positive_float("clip_grad_norm", clip_grad_norm) if clip_grad_norm is not None else None,
-        scheduler=scheduler, channels_last=boolean("channels_last", channels_last),
-        track_grad_norm=boolean("track_grad_norm", track_grad_norm), scale_before=None,
+        channels_last=boolean("channels_last", channels_last),
+        track_grad_norm=boolean("track_grad_norm", track_grad_norm),
         trainable=trainable,
     )
+    if scheduler is not None and not r.skipped:
+        scheduler.step()  # only when the step was not skipped
+    return r
 
 
 def evaluate(
@@ -404,15 +416,15 @@ def evaluate(
     NaN when not classification); restores the model's train/eval mode afterwards.
     """
     module("model", model)
-    _check_loader("loader", loader)
+    check_loader("loader", loader)
     dev = resolve_device(device) if device is not None else model_device(model, default=torch.device("cpu"))
-    return _evaluate(model, loader, parse_precision(precision), dev,
-                     _loss_fn(loss_fn),
+    return evaluate_parsed(model, loader, parse_precision(precision), dev,
+                     checked_loss_fn(loss_fn),
                      boolean("channels_last", channels_last))
 
 
 @torch.no_grad()
-def _evaluate(model: nn.Module, loader: Iterable[Batch], p: Precision, dev: torch.device, loss_fn: LossFn,
+def evaluate_parsed(model: nn.Module, loader: Iterable[Batch], p: Precision, dev: torch.device, loss_fn: LossFn,
               channels_last: bool) -> dict[str, float]:
     was_training = model.training
     model.eval()
@@ -421,7 +433,7 @@ def _evaluate(model: nn.Module, loader: Iterable[Batch], p: Precision, dev: torc
     count, classify = 0, True
     try:
         for batch in loader:
-            x, y = _split(batch)
+            x, y = split_batch(batch)
             x, y = _to_device(x, dev, channels_last), y.to(dev, non_blocking=True)
             with autocast(p, dev):
                 out = model(x)

@@ -16,7 +16,7 @@ from fp16lab.course.i18n import tr
 from fp16lab.labs.benchmark import COMPILED, CONFIGS, RECOMMENDED
 from fp16lab.labs.benchmark.analysis import ratio_values, summarise
 
-__all__ = ["eager_candidates", "check_eager_pick", "check_round_ratio", "check_compile_decision"]
+__all__ = ["eager_candidates", "check_like_for_like", "check_round_ratio", "check_compile_decision"]
 
 
 def _need(ok: bool, hint: str) -> None:
@@ -47,22 +47,32 @@ def eager_candidates(frame: pd.DataFrame) -> pd.Series:
     return comp.loc[keep, "img_per_s"].astype(float)
 
 
-def check_eager_pick(choice: Any, advantage: Any, frame: pd.DataFrame) -> None:
-    """Exercise 1: the fastest eager configuration of the run, and its images/s over ``bf16_cl``'s."""
-    _need(choice is not None and advantage is not None, tr("assign choice (a configuration name) and advantage (a number)"))
-    rates = eager_candidates(frame)
-    _need("bf16_cl" in rates.index, tr("this run has no bf16_cl row to compare with: use the lesson's `evidence`"))
-    _need(not (isinstance(choice, str) and choice in CONFIGS and CONFIGS[choice].compile),
-            tr("eager only: torch.compile costs a compile per model and shape, which the colleague did not ask for"))
-    _need(isinstance(choice, str) and choice in rates.index,
-            tr("choice: one configuration name from the run's comparison rows that ran eagerly (not the article's loop)"))
-    best = str(rates.idxmax())
-    _need(choice != "bf16_cl" or best == "bf16_cl",
-            tr("measure, do not follow the guide: compare bf16_cl's images/s with every other eager row"))
-    _need(choice == best, tr("compare every eager row, not only the two precisions: the layout and the optimizer "
-                          "change images/s too"))
-    verdict(_close(advantage, float(rates[best] / rates["bf16_cl"])),
-            tr("advantage: your choice's images/s divided by bf16_cl's (above 1 when your choice is faster)"))
+def check_like_for_like(choice: Any, ratio: Any, spread: Any, frame: pd.DataFrame) -> None:
+    """Exercise 1: ``bf16_cl`` against ``fp16_cl`` (they differ in precision alone), judged against the rounds' spread."""
+    _need(choice is not None and ratio is not None and spread is not None,
+          tr("assign choice (fp16_cl, bf16_cl or tie), ratio and spread (numbers)"))
+    _need(not (isinstance(choice, str) and choice in CONFIGS and choice not in ("fp16_cl", "bf16_cl")),
+          tr("like for like: that row also changes the optimizer, the layout, the loop or adds a compile; "
+             "compare the two rows that differ in precision alone"))
+    values, source = ratio_values(frame, "bf16_cl", "fp16_cl")
+    _need(source == "interleaved rounds",
+          tr("this run has no interleaved rounds of both {num} and {den}", num="bf16_cl", den="fp16_cl"))
+    med, sp, _ = summarise(values)
+    if not _close(ratio, med, 1e-6):
+        inverse = [1 / v for v in values]
+        hint = (tr("ratio: upside down: bf16_cl's images/s over fp16_cl's in each round")
+                if _close(ratio, summarise(inverse)[0], 1e-6) else
+                tr("ratio: the median of the per-round ratios bf16_cl / fp16_cl of the interleaved rounds "
+                   "(part 'repeat'), not one run's figures"))
+        raise AssertionError(hint)
+    _need(_close(spread, sp, 1e-6) or (sp == 0 and spread == 0),
+          tr("spread: the largest |round ratio - median| of those ratios"))
+    expected = "tie" if abs(med - 1) <= sp else ("bf16_cl" if med > 1 else "fp16_cl")
+    hint = (tr("the difference is inside the spread: call it a tie") if expected == "tie" else
+            tr("the difference is larger than the spread: that is not a tie") if choice == "tie" else
+            tr("measure, do not follow the guide: the faster of the two is the one whose images/s is higher "
+               "in the rounds"))
+    verdict(choice == expected, hint)
 
 
 def check_round_ratio(ratio_median: Any, ratio_spread: Any, frame: pd.DataFrame, num: str, den: str) -> None:

@@ -1,7 +1,7 @@
 """Lesson 07's exercise checks: each computes what it expects itself; a check cell shows only the verdict or a hint.
 
 - :func:`check_attention` (exercise 1): an attention that is finite and right in FP16;
-- :func:`check_budget` (exercise 2): the training setup for a 1.3B-parameter model in 24 GiB;
+- :func:`check_budget` (exercise 2): the training setup for a 1.1B-parameter model on a 24 GB RTX 4090D;
 - :func:`check_t4_choice` (exercise 3): the inference precision for an outlier model on a T4.
 """
 
@@ -15,6 +15,8 @@ from torch import nn
 
 from fp16lab.course.answers import verdict
 from fp16lab.course.i18n import tr
+from fp16lab.hardware import PROFILES
+from fp16lab.precision import autocast
 
 
 def _need(ok: bool, hint: str) -> None:
@@ -87,8 +89,11 @@ def check_attention(fn: Any, device: "torch.device | str" = "cpu") -> None:
 
 # ---------------------------------------------------------------------------- exercise 2
 
-# the task: a model of `params` parameters, Adam, `activations_gib` reserved for activations (with checkpointing)
-BUDGET: dict[str, float] = {"params": 1.3e9, "card_gib": 24.0, "activations_gib": 6.0}
+# the task: a model of `params` parameters, Adam, `activations_gib` reserved for activations (with checkpointing),
+# on an RTX 4090D of `card_bytes` (what the card reports: fp16lab.hardware's profile), of which `reserve_gib` stays
+# with the CUDA context, cuBLAS workspace and allocator fragmentation (a planning figure, not a measurement)
+BUDGET: dict[str, float] = {"params": 1.1e9, "card_bytes": float(PROFILES["rtx4090d"].memory_bytes),
+                            "activations_gib": 6.0, "reserve_gib": 2.0}
 _LOSES_UPDATES = ("16-bit weights, torch AdamW", "16-bit weights, AdamW16 nearest")
 
 
@@ -104,9 +109,11 @@ def check_budget(choice: Any, state_gib: Any, memory_table: Any) -> None:
     _need(abs(state_gib / need - 2**30 / 1e9) > 0.01, tr("state_gib looks like GB: 1 GiB is 2**30 bytes, not 1e9"))
     _need(abs(state_gib / need - 1) < 0.01,
             tr("state_gib: parameters times that setup's total bytes/param (memory_table), in GiB (2**30 bytes)"))
-    _need(need + BUDGET["activations_gib"] <= BUDGET["card_gib"],
-            tr("{choice!r} does not fit: its state plus the {act:g} GiB of activations is more than the card's "
-               "{card:g} GiB", choice=choice, act=BUDGET["activations_gib"], card=BUDGET["card_gib"]))
+    card_gib = BUDGET["card_bytes"] / 2**30
+    _need(need + BUDGET["activations_gib"] + BUDGET["reserve_gib"] <= card_gib,
+            tr("{choice!r} does not fit: its state plus the {act:g} GiB of activations and the {res:g} GiB reserve "
+               "(CUDA context, cuBLAS workspace, fragmentation) is more than the card's {card:.2f} GiB",
+               choice=choice, act=BUDGET["activations_gib"], res=BUDGET["reserve_gib"], card=card_gib))
     _need(choice not in _LOSES_UPDATES,
             tr("{choice!r} fits, but rounds each update to the nearest 16-bit weight: section 4 showed those "
                "updates lost. Pick a setup that keeps them", choice=choice))
@@ -136,6 +143,11 @@ def check_t4_choice(t4_choice: Any, t4_logits: Any, model: nn.Module, tokens: to
                dtype=t4_logits.dtype))
     with torch.no_grad():
         want = model(tokens).float()
+        with autocast("fp16", tokens.device):
+            amp = model(tokens)
+    _need(not (torch.equal(t4_logits, want.half()) and not torch.equal(t4_logits, amp)),
+            tr("t4_logits are FP32 logits cast with .half() afterwards: no FP16 matmul ran; run the model under "
+               "your choice instead"))
     err = (t4_logits.float() - want).abs().max().item()
     _need(err < 0.05 * want.abs().max().item() + 0.05, tr("t4_logits are {err:.3g} away from the FP32 model's", err=err))
     verdict(True, "")

@@ -80,7 +80,7 @@ def save_results(
         raise ValueError(f"path {str(out)!r} is a folder; give a file name ending in .json")
     if not out.parent.is_dir():
         raise ValueError(f"path: folder {str(out.parent)!r} does not exist; create it first")
-    meta_json = _metadata_json(metadata)
+    meta_json = metadata_json(metadata)
     if not isinstance(csv, bool):
         raise ValueError(f"csv must be True or False, got {csv!r}")
     payload = {"metadata": meta_json, "rows": _rows_json(frame)}
@@ -128,7 +128,7 @@ def _jsonable(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} {value!r:.60} is not JSON (use numbers, strings, lists, dicts)")
 
 
-def _metadata_json(metadata: object) -> dict[str, Any]:
+def metadata_json(metadata: object) -> dict[str, Any]:
     """``metadata`` as JSON would store it; ValueError naming ``metadata`` for what JSON cannot hold.
 
     Keys must be strings at every depth (JSON would silently turn ``1`` into ``'1'``).

@@ -89,7 +89,7 @@ def add_mfu(frame: pd.DataFrame, flops_per_image: float, peak_tflops: float | No
     ``flops_per_image`` is per image per step (``model_flops(...)['train']`` for training).
     ``peak_tflops=None`` (a CPU, or a GPU not in the peak table) gives NaN MFU.
     """
-    _check_frame("frame", frame, ("img_per_s",))
+    check_frame("frame", frame, ("img_per_s",))
     flops = positive_float("flops_per_image", flops_per_image)
     peak = math.nan if peak_tflops is None else positive_float("peak_tflops", peak_tflops)
     out = frame.copy()
@@ -154,7 +154,7 @@ TARGETS: tuple[Target, ...] = (
 """The targets on the H200 (ResNet-50 training at batch 256, Adam, synthetic data)."""
 
 
-def _check_frame(name: str, frame: object, columns: Sequence[str]) -> pd.DataFrame:
+def check_frame(name: str, frame: object, columns: Sequence[str]) -> pd.DataFrame:
     """``frame`` when it is a DataFrame of benchmark rows: empty, or with every one of ``columns``.
 
     The tables' own check of their ``frame`` argument (``name`` and ``columns`` are theirs, not a user's)."""
@@ -195,7 +195,7 @@ def _ratio_args(frame: object, numerator: object, denominator: object, quantity:
     """:func:`ratio_values`' arguments, checked once: names are strings, ``quantity`` a column of the rows."""
     num, den, q = text("numerator", numerator), text("denominator", denominator), text("quantity", quantity)
     b = None if batch is None else positive_int("batch", batch)
-    f = _check_frame("frame", frame, _RATIO_COLUMNS)
+    f = check_frame("frame", frame, _RATIO_COLUMNS)
     if f.empty:
         raise ValueError("frame has no rows: pass the rows of a benchmark run (run_benchmark(...).frame)")
     one_of("quantity", q, QUANTITIES)
@@ -279,7 +279,7 @@ def targets_table(
 
     ``batch=None`` uses the first comparison batch size in ``frame`` (the targets are at 256).
     """
-    _check_frame("frame", frame, ("config", "status", "batch_size"))
+    check_frame("frame", frame, ("config", "status", "batch_size"))
     targets = sequence_of("targets", targets, example="[TARGETS[0]] (default TARGETS)",
                           item=lambda name, t: instance(name, t, Target, "a Target (see TARGETS)"))
     if batch is not None:

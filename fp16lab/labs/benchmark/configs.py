@@ -369,11 +369,11 @@ def parse_configs(configs: Iterable[object], *, name: str = "configs") -> list[B
     ``name`` is the argument's name in the messages (``run_benchmark`` checks several lists).
     An empty list is an empty answer: which lists may be empty is the caller's rule.
     """
-    out = sequence_of(name, configs, example="['fp16_cl_fused']", item=_config, allow_empty=True)
+    out = sequence_of(name, configs, example="['fp16_cl_fused']", item=config_entry, allow_empty=True)
     return distinct(name, out, key=lambda c: c.name)
 
 
-def _config(label: str, entry: object) -> BenchConfig:
+def config_entry(label: str, entry: object) -> BenchConfig:
     """One entry of a configuration list: a :class:`BenchConfig`, or the name of one in :data:`CONFIGS`."""
     if isinstance(entry, BenchConfig):
         return entry

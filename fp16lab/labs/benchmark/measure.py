@@ -33,11 +33,11 @@ from fp16lab.labs.benchmark.configs import (
     BenchSettings,
     ModelArg,
     ModelSpec,
-    _config,
+    config_entry,
     parse_model,
     unsupported_reason,
 )
-from fp16lab.labs.benchmark.steps import Runner, _build_runner
+from fp16lab.labs.benchmark.steps import Runner, build_runner
 from fp16lab.precision import tf32_flags, tf32_state
 from fp16lab.timing import time_windows
 
@@ -80,7 +80,7 @@ def _settings_row(spec: ModelSpec, cfg: BenchConfig, batch: int, s: BenchSetting
     }
 
 
-def _finish_row(row: dict[str, Any], secs: list[float], batch: int, steps: int) -> dict[str, Any]:
+def finish_row(row: dict[str, Any], secs: list[float], batch: int, steps: int) -> dict[str, Any]:
     """Fill ``row`` from window times: images/s per window = batch * steps / seconds; their median."""
     rates = [batch * steps / t for t in secs]
     med = statistics.median(rates)
@@ -168,7 +168,7 @@ class Session:
             row.update(tf32_matmul=st["matmul"] == "tf32", tf32_cudnn=st["cudnn_conv"] == "tf32",
                        cudnn_benchmark=torch.backends.cudnn.benchmark, cpu_threads=torch.get_num_threads())
             t0 = time.perf_counter()
-            self._run, net = _build_runner(self.spec, self.cfg, self.batch, s, self.task, dev)
+            self._run, net = build_runner(self.spec, self.cfg, self.batch, s, self.task, dev)
             row["model_class"] = type(net).__name__
             del net
             self._run(1)
@@ -253,7 +253,7 @@ def attempt(session: Session, action: Callable[[], None], *, reset: bool = True)
         return True
     except Exception as e:  # reported in the row; the run goes on (Ctrl-C is not an Exception)
         status = "OOM" if is_oom(e) else "timeout" if _timed_out(e) else "error"
-        session.row.update(status=status, error=_describe(e))
+        session.row.update(status=status, error=describe_error(e))
         print(f"bench: {session.cfg.name} at batch {session.batch}: {status}: {session.row['error']}", file=sys.stderr)
     session.close()
     release(session.dev, session.cfg.compile and reset)
@@ -272,7 +272,7 @@ def _timed_out(e: BaseException) -> bool:
     return False
 
 
-def _describe(e: BaseException) -> str:
+def describe_error(e: BaseException) -> str:
     """``Type: first line`` of an exception, and of the one it was raised while handling (a failed
     CUDA-graph capture raises again when the capture is closed: the first error is the cause)."""
 
@@ -317,7 +317,7 @@ def measure_single(session: Session, timeout: float | None = None) -> dict[str, 
 
     if not attempt(session, action):
         return session.row
-    row = _finish_row(session.close(), secs, session.batch, session.s.steps)
+    row = finish_row(session.close(), secs, session.batch, session.s.steps)
     release(session.dev, session.cfg.compile)
     return row
 
@@ -346,7 +346,7 @@ def bench_one(
     from fp16lab.labs.benchmark.configs import default_settings
 
     spec = parse_model(model)
-    cfg = _config("config", config)
+    cfg = config_entry("config", config)
     b = positive_int("batch_size", batch_size)
     one_of("task", task, TASKS)
     s = default_settings() if settings is None else instance("settings", settings, BenchSettings, "a BenchSettings")

@@ -13,7 +13,7 @@ import pandas as pd
 from fp16lab.checks import existing_path, instance, one_of, positive_int, text
 from fp16lab.checks import path as _path
 from fp16lab.course.runtime.results import load_results, save_results
-from fp16lab.labs.benchmark.analysis import _check_frame, ratio_values, summarise, targets_table
+from fp16lab.labs.benchmark.analysis import check_frame, ratio_values, summarise, targets_table
 from fp16lab.labs.benchmark.configs import (
     ARTICLE_CLAIM,
     COMPILE_MODES,
@@ -175,7 +175,7 @@ def comparison_table(frame: pd.DataFrame, part: str = "comparison") -> pd.DataFr
     end of its first step (torch.compile compiles there, cuDNN autotunes). Rows that did not run
     show their status ('OOM', 'error', 'timeout', 'skipped') in ``img/s`` and why in ``note``.
     """
-    _check_frame("frame", frame, _ROW_COLUMNS)
+    check_frame("frame", frame, _ROW_COLUMNS)
     one_of("part", part, ("comparison", "sweep", "explore"))
     cols = ["config", "label", "batch", "img/s", "spread", "MFU", "GB", "first step s", "x_article",
             "x_fp32_default", "note"]
@@ -221,7 +221,7 @@ def compile_modes_table(frame: pd.DataFrame) -> pd.DataFrame:
     with its spread and number of values, the ratio over the default mode, and the first step's
     seconds (the compile). Empty when the run tried no other mode.
     """
-    _check_frame("frame", frame, _ROW_COLUMNS)
+    check_frame("frame", frame, _ROW_COLUMNS)
     cols = ["mode", "config", "status", "img/s", "x_article", "spread", "n", "x_default_mode", "first step s", "note"]
     names = {"default": COMPILED, **COMPILE_MODES}
     comp = frame[frame["part"] == "comparison"] if "part" in frame else frame
@@ -352,7 +352,7 @@ def plot_results(frame: pd.DataFrame, path: "str | os.PathLike[str] | None" = No
     """
     import matplotlib.pyplot as plt
 
-    _check_frame("frame", frame, _ROW_COLUMNS)
+    check_frame("frame", frame, _ROW_COLUMNS)
     if path is not None:
         out = _path("path", path)
         if out.is_dir() or not out.parent.is_dir():

@@ -16,7 +16,7 @@ import pandas as pd
 import torch
 
 from fp16lab.checks import boolean, distinct, instance, one_of, positive_float, positive_int, sequence_of
-from fp16lab.course.runtime.results import _metadata_json
+from fp16lab.course.runtime.results import metadata_json
 from fp16lab.device import choose_device, free_memory
 from fp16lab.labs.benchmark.analysis import FLOP_METHOD, add_mfu, model_flops, targets_table
 from fp16lab.labs.benchmark.configs import (
@@ -40,9 +40,9 @@ from fp16lab.labs.benchmark.configs import (
 from fp16lab.labs.benchmark.measure import (
     Opener,
     Session,
-    _describe,
-    _finish_row,
     attempt,
+    describe_error,
+    finish_row,
     measure_single,
     release,
     skipped_row,
@@ -344,7 +344,7 @@ class _Runner:
             table = breakdown(profile_steps(sess), 5, step_ms)
             store[sess.cfg.name] = [{k: _clean(v) for k, v in r.items()} for r in table.to_dict("records")]
         except Exception as e:  # a profile is extra: its failure is recorded, the run goes on
-            store[sess.cfg.name] = [{"kind": "error", "error": _describe(e)}]
+            store[sess.cfg.name] = [{"kind": "error", "error": describe_error(e)}]
 
     def _open(self, sess: Session) -> None:
         with time_box(self.timeout(sess.cfg) if sess.cfg.compile else None, sess.cfg.name):
@@ -360,7 +360,7 @@ class _Runner:
         if not attempt(sess, one, reset=False):
             return False
         times.append(secs)
-        self.add(_finish_row(dict(sess.row), secs, sess.batch, self.plan.settings.steps), "repeat", r)
+        self.add(finish_row(dict(sess.row), secs, sess.batch, self.plan.settings.steps), "repeat", r)
         return True
 
     def run(self) -> BenchResult:
@@ -441,7 +441,7 @@ def run_benchmark(
                      profile=profile, compile_modes=compile_modes, compile_mode_timeout_s=compile_mode_timeout_s)
     boolean("progress", progress)
     if metadata is not None:
-        _metadata_json(metadata)  # a dict JSON can hold: refused now, not when the first row is saved
+        metadata_json(metadata)  # a dict JSON can hold: refused now, not when the first row is saved
     if opener is not None and not callable(opener):
         raise ValueError(f"opener must be a callable returning a Session, got {opener!r}")
     out = validate_output(output) if output is not None else None  # last: it creates the folder

@@ -1,7 +1,7 @@
 """How each configuration's step is built: the article's loop verbatim, the hand-written
 current-API step, fp16lab's ``train_step``, ``torch.compile`` and whole-step CUDA-graph capture.
 
-:func:`_build_runner` (what a :class:`~fp16lab.labs.benchmark.measure.Session` opens, its
+:func:`build_runner` (what a :class:`~fp16lab.labs.benchmark.measure.Session` opens, its
 arguments checked there) returns a function ``run(n)`` that runs ``n`` steps on one synthetic,
 device-resident batch; the model, optimizer and data live as long as that function does.
 """
@@ -16,7 +16,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from fp16lab.labs.benchmark.configs import BenchConfig, BenchSettings, ModelSpec
-from fp16lab.precision import Precision, autocast
+from fp16lab.precision import autocast
+from fp16lab.train import amp_step, make_scaler, train_step
 
 __all__ = ["article_scaler", "article_loop", "capture_step"]
 
@@ -92,12 +93,6 @@ def capture_step(step: Callable[[], None], device: torch.device, warmup: int = 3
     return graph.replay
 
 
-def _autocast(precision: Precision, dev: torch.device, capture: bool) -> torch.autocast:
-    """The step's autocast; in a captured step without the weight-cast cache (its FP16 copies of
-    the weights must not outlive the capture)."""
-    return autocast(precision, dev, cache_enabled=False if capture else None)
-
-
 def _compiled(net: nn.Module, mode: str | None) -> Callable[..., torch.Tensor]:
     if mode is None:
         return net
@@ -112,7 +107,7 @@ def _data(batch: int, s: BenchSettings, cfg: BenchConfig, dev: torch.device) -> 
     return x, y
 
 
-def _build_runner(
+def build_runner(
     spec: ModelSpec, cfg: BenchConfig, batch: int, s: BenchSettings, task: str, dev: torch.device
 ) -> tuple[Runner, nn.Module]:
     """Model, optimizer, scaler and one synthetic batch on ``dev``; returns ``(run, model)``.
@@ -165,24 +160,26 @@ def _hand_step(
     y: torch.Tensor,
     dev: torch.device,
 ) -> Callable[[], None]:
-    """The current-API AMP step: autocast forward, scaled backward outside it, step, update.
+    """The library's AMP step (:func:`fp16lab.train.amp_step`): autocast forward, scaled backward
+    outside it, step, update, zero.
 
-    Same order as :func:`fp16lab.train.train_step`, without its per-step read-back of loss,
+    The order of :func:`fp16lab.train.train_step`, without its per-step read-back of loss,
     scale and gradient norm to the host (that sync is right for a training history; the
-    ``train_step`` configuration measures what it costs).
+    ``train_step`` configuration measures what it costs). In a captured step the weight-cast
+    cache is off (its FP16 copies of the weights must not outlive the capture).
     """
-    scaler = torch.amp.GradScaler(dev.type, enabled=cfg.precision.uses_scaler)
+    scaler = make_scaler(cfg.precision, dev)
     mark = cfg.compile_mode == "reduce-overhead"
+    batch = [(x, y)]
+    cache = False if cfg.cuda_graph else None
+
+    def loss_of(xy: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        return F.cross_entropy(model(xy[0]), xy[1])
 
     def step() -> None:
         if mark:  # CUDA Graph Trees: a new iteration starts here
             torch.compiler.cudagraph_mark_step_begin()
-        with _autocast(cfg.precision, dev, cfg.cuda_graph):
-            loss = F.cross_entropy(model(x), y)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
+        amp_step(loss_of, batch, optimizer, scaler, precision=cfg.precision, device=dev, cache_enabled=cache)
 
     return step
 
@@ -196,8 +193,6 @@ def _train_step_runner(
     y: torch.Tensor,
     dev: torch.device,
 ) -> Runner:
-    from fp16lab.train.step import make_scaler, train_step
-
     scaler = make_scaler(cfg.precision, dev)
     module = model if isinstance(model, nn.Module) else net
 

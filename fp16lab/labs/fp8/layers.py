@@ -189,7 +189,7 @@ class Fp8Filter:
         return self.reason(module, fqn) == ""
 
 
-def _filter_fn(module_filter: object) -> Callable[[nn.Module, str], bool]:
+def filter_fn_of(module_filter: object) -> Callable[[nn.Module, str], bool]:
     if module_filter is None:
         return Fp8Filter()
     if not callable(module_filter):
@@ -215,7 +215,7 @@ def fp8_plan(model: nn.Module, module_filter: "Callable[[nn.Module, str], bool] 
     per token, proportional to its weight count; a tied head counts once per use). Converts nothing.
     """
     instance("model", model, nn.Module, "an nn.Module")
-    fn = _filter_fn(module_filter)
+    fn = filter_fn_of(module_filter)
     rows = []
     for name, mod in model.named_modules():
         if not isinstance(mod, nn.Linear):
@@ -245,7 +245,7 @@ def to_fp8_training(
     """
     instance("model", model, nn.Module, "an nn.Module")
     one_of("recipe", recipe, RECIPES)
-    fn = _filter_fn(module_filter)
+    fn = filter_fn_of(module_filter)
     already = float8_layers(model)
     if already:
         raise ValueError(f"model already has torchao Float8Linear layers ({', '.join(already[:4]) or 'the model'}"

@@ -33,7 +33,7 @@ from fp16lab.checks import (
 from fp16lab.course.runtime.results import Measured, load_reference, measure_or_reference
 from fp16lab.data import SyntheticLanguage
 from fp16lab.device import OOM_ERRORS, free_memory, model_device, resolve_device
-from fp16lab.labs.fp8.layers import RECIPES, Fp8Filter, _filter_fn, to_fp8_training, torchao_status
+from fp16lab.labs.fp8.layers import RECIPES, Fp8Filter, filter_fn_of, to_fp8_training, torchao_status
 from fp16lab.labs.fp8.matmul import fp8_capable
 from fp16lab.labs.transformers.lm import lm_throughput, train_lm
 from fp16lab.precision import autocast, parse_precision
@@ -57,7 +57,7 @@ def _check_factory(make_model: object) -> None:
 
 def _check_fp8_layers(make_model: ModelFactory, module_filter: Any) -> None:
     """Before any run: ``make_model()`` builds a module in which the filter selects a layer (built once, dropped)."""
-    fn = _filter_fn(module_filter)
+    fn = filter_fn_of(module_filter)
     torch.manual_seed(0)
     model = make_model()
     try:

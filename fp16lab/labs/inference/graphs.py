@@ -26,7 +26,7 @@ from fp16lab.device import resolve_device, synchronize
 __all__ = ["CapturedGraph", "capture_cuda_graph", "Compiled", "COMPILE_MODES", "compile_for_inference"]
 
 
-def _check_no_arg_fn(fn: object) -> None:
+def check_no_arg_fn(fn: object) -> None:
     """``fn`` must be callable with no arguments (a module needs its input: wrap it in a lambda)."""
     if not callable(fn):
         raise ValueError(f"fn must be a function of no arguments, got {fn!r}")
@@ -75,7 +75,7 @@ def capture_cuda_graph(
     them. Under autocast, use ``cache_enabled=False`` inside ``fn``. Defaults: ``warmup=3``,
     ``device`` = the current CUDA device.
     """
-    _check_no_arg_fn(fn)
+    check_no_arg_fn(fn)
     warmup = positive_int("warmup", warmup)
     dev = resolve_device("cuda" if device is None else device)
     if dev.type != "cuda":

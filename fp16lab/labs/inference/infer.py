@@ -235,9 +235,9 @@ def gpu_kernel_time(fn: Callable[[], Any], *, calls: int = 5) -> float:
     bottleneck; far below 1 it waits for the CPU to launch kernels. Default ``calls=5``
     (after one untimed call).
     """
-    from fp16lab.labs.inference.graphs import _check_no_arg_fn
+    from fp16lab.labs.inference.graphs import check_no_arg_fn
 
-    _check_no_arg_fn(fn)
+    check_no_arg_fn(fn)
     calls = positive_int("calls", calls)
     if not torch.cuda.is_available():
         raise ValueError("gpu_kernel_time needs a CUDA GPU (it reads the CUDA profiler); none is visible here")

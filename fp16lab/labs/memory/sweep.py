@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from fp16lab.checks import boolean, non_negative_int, positive_int, sequence_of
-from fp16lab.debug._common import (
+from fp16lab.debug.common import (
     MIB,
     LossFn,
     OptimizerFactory,

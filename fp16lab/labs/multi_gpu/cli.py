@@ -153,7 +153,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _positive(text: str) -> int:
-    from fp16lab.labs.multi_gpu.train import _positive as positive
+    from fp16lab.labs.multi_gpu.train import positive_arg as positive
 
     return positive(text)
 

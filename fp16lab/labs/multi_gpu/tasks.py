@@ -36,8 +36,7 @@ from fp16lab.labs.multi_gpu.model import (
     tap_all_reduce,
     wrap_ddp,
 )
-from fp16lab.precision import autocast
-from fp16lab.train import make_scaler, train_step
+from fp16lab.train import amp_step, make_scaler, train_step
 
 __all__ = [
     "whoami",
@@ -157,41 +156,34 @@ def task_fsdp_skip_agreement(ctx: RankContext, *, bad_rank: int, batch: int, wid
 
 def _ddp_accumulate(ctx: RankContext, ddp: DistributedDataParallel, opt: Any, scaler: Any, x: torch.Tensor, y: torch.Tensor,
                     k: int, batch: int, max_norm: float, use_no_sync: bool) -> tuple[float, float]:
-    """One optimizer step of ``k`` micro-batches; returns (this rank's own norm before the
-    all-reduce, the clipped global norm)."""
-    own = math.nan
-    for part in range(k):
-        last = part == k - 1
-        # no_sync(): backward only accumulates locally; the last micro-batch's backward all-reduces.
-        sync = contextlib.nullcontext() if (last or not use_no_sync) else ddp.no_sync()
+    """One optimizer step of ``k`` micro-batches (the library's :func:`~fp16lab.train.amp_step`); returns
+    (this rank's own norm before the all-reduce, the clipped global norm)."""
+    own = [math.nan]
+
+    def loss_of(part: int) -> torch.Tensor:
+        if use_no_sync and part == k - 1 and k > 1:  # this rank's own partial gradient, before any all-reduce
+            grads = [q.grad.reshape(-1) for q in ddp.parameters() if q.grad is not None]
+            own[0] = float(torch.linalg.vector_norm(torch.cat(grads))) / scaler.get_scale()
+        # no_sync(): the micro-batch's backward only accumulates locally (DDP reads the switch in the forward
+        # pass); the last micro-batch's backward all-reduces.
+        sync = ddp.no_sync() if use_no_sync and part < k - 1 else contextlib.nullcontext()
         with sync:
-            with autocast("fp16", ctx.device):
-                loss = F.cross_entropy(ddp(shard(x, ctx, batch, part)), shard(y, ctx, batch, part))
-            scaler.scale(loss / k).backward()
-        if use_no_sync and part == k - 2:  # this rank's own partial gradient, before any all-reduce
-            own = float(torch.linalg.vector_norm(torch.cat([q.grad.reshape(-1) for q in ddp.parameters() if q.grad is not None])))
-            own /= scaler.get_scale()
-    scaler.unscale_(opt)  # after the synchronising backward, before clipping
-    norm = float(torch.nn.utils.clip_grad_norm_(ddp.parameters(), max_norm))
-    scaler.step(opt)
-    scaler.update()
-    opt.zero_grad(set_to_none=True)
-    return own, norm
+            return F.cross_entropy(ddp(shard(x, ctx, batch, part)), shard(y, ctx, batch, part)) / k
+
+    # unscale_ after the synchronising backward, then the clip
+    norm = amp_step(loss_of, range(k), opt, scaler, precision="fp16", device=ctx.device, clip_grad_norm=max_norm)
+    return own[0], float(norm)  # type: ignore[arg-type]
 
 
 def _single_accumulate(ctx: RankContext, model: nn.Module, opt: Any, scaler: Any, x: torch.Tensor,
                        y: torch.Tensor, k: int, batch: int, max_norm: float) -> float:
     """The same optimizer step in one process on every rank's rows; returns the clipped norm."""
-    for part in range(k):
-        with autocast("fp16", ctx.device):
-            loss = F.cross_entropy(model(micro(x, ctx.world_size, batch, part)), micro(y, ctx.world_size, batch, part))
-        scaler.scale(loss / k).backward()
-    scaler.unscale_(opt)
-    norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm))
-    scaler.step(opt)
-    scaler.update()
-    opt.zero_grad(set_to_none=True)
-    return norm
+    def loss_of(part: int) -> torch.Tensor:
+        rows = micro(x, ctx.world_size, batch, part), micro(y, ctx.world_size, batch, part)
+        return F.cross_entropy(model(rows[0]), rows[1]) / k
+
+    norm = amp_step(loss_of, range(k), opt, scaler, precision="fp16", device=ctx.device, clip_grad_norm=max_norm)
+    return float(norm)  # type: ignore[arg-type]
 
 
 def task_accumulation(

@@ -49,7 +49,7 @@ from fp16lab.checks import instance, sequence_of
 from fp16lab.device import synchronize
 from fp16lab.hardware import gpu_facts
 from fp16lab.labs.multi_gpu.model import tap_all_reduce
-from fp16lab.precision import autocast
+from fp16lab.train import amp_step, make_scaler
 
 __all__ = ["DTYPES", "bf16_hook_support", "parse_args", "main"]
 
@@ -83,7 +83,7 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def _positive(text: str) -> int:
+def positive_arg(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
     return int(text)
@@ -101,22 +101,22 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = _Parser(prog="fp16lab.labs.multi_gpu.train", description=__doc__,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--precision", required=True, choices=tuple(DTYPES), help="fp32 (true FP32), fp16 or bf16")
-    p.add_argument("--steps", required=True, type=_positive, help="optimizer steps to reach (a resumed run counts on)")
+    p.add_argument("--steps", required=True, type=positive_arg, help="optimizer steps to reach (a resumed run counts on)")
     p.add_argument("--out", required=True, type=Path, help="JSON file rank 0 writes")
     p.add_argument("--model", choices=MODELS, default="gpt", help="the small GPT (default) or ResNet-50")
     p.add_argument("--preset", choices=PRESETS, default="tiny", help="GPT size (fp16lab.gpt presets; default tiny)")
     p.add_argument("--fsdp", action="store_true", help="FSDP2 fully_shard + MixedPrecisionPolicy instead of DDP")
     p.add_argument("--grad-dtype", choices=tuple(DTYPES), default="fp32",
                    help="dtype gradients travel in: DDP comm hook, or FSDP2 reduce_dtype (default fp32)")
-    p.add_argument("--batch", type=_positive, default=8, help="global batch: samples per step over all ranks")
-    p.add_argument("--samples", type=_positive, default=256, help="samples in the generated data set")
+    p.add_argument("--batch", type=positive_arg, default=8, help="global batch: samples per step over all ranks")
+    p.add_argument("--samples", type=positive_arg, default=256, help="samples in the generated data set")
     p.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate (default 1e-3)")
     p.add_argument("--seed", type=int, default=0, help="seed of the data and the weights (default 0)")
     p.add_argument("--ckpt", type=Path, default=None, help="folder for torch.distributed.checkpoint (saved at the end)")
     p.add_argument("--resume", action="store_true", help="continue from --ckpt")
     p.add_argument("--save-weights", type=Path, default=None, help="rank 0 saves the final full weights here")
     p.add_argument("--cpu", action="store_true", help="CPU processes on gloo even where GPUs exist")
-    p.add_argument("--timeout", type=_positive, default=300, help="seconds a collective may wait (default 300)")
+    p.add_argument("--timeout", type=positive_arg, default=300, help="seconds a collective may wait (default 300)")
     a = p.parse_args(argv)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if a.batch % world:
@@ -320,27 +320,30 @@ def train(args: argparse.Namespace, device: torch.device) -> tuple[dict[str, Any
     loader = DataLoader(data, batch_size=args.batch // world, sampler=sampler, drop_last=True)
     net = wrap_fsdp(model, device, args.precision, args.grad_dtype) if args.fsdp else wrap_ddp(model, device, args.grad_dtype)
     opt = torch.optim.AdamW(net.parameters(), lr=args.lr)
-    scaler = torch.amp.GradScaler(device.type, enabled=args.precision == "fp16")  # one per rank
+    scaler = make_scaler(args.precision, device)  # one per rank
     state = TrainState(net, opt, scaler)
     if args.resume:
         load(state, args.ckpt)
     start = state.step
     cast = "fp32" if args.fsdp else args.precision  # FSDP2: the policy casts, not autocast
     losses, times, skipped = [], [], 0
+    kept: list[torch.Tensor] = []  # the step's loss, to read after it
+
+    def keep_loss(batch: Any) -> torch.Tensor:
+        kept.append(loss_of(net, batch, device))
+        return kept[-1]
+
     with tap_all_reduce() as calls:
         for step, batch in zip(range(start, args.steps), batches(loader, start), strict=False):
+            before = scaler.get_scale() if scaler.is_enabled() else 1.0
+            kept.clear()
             synchronize(device)
             t0 = time.perf_counter()
-            with autocast(cast, device):
-                loss = loss_of(net, batch, device)
-            scaler.scale(loss).backward()
-            before = scaler.get_scale() if scaler.is_enabled() else 1.0
-            scaler.step(opt)  # unscales first; skips the step if any rank's gradients hold inf/NaN
-            scaler.update()
-            opt.zero_grad(set_to_none=True)
+            # scaler.step inside unscales first and skips the step if any rank's gradients hold inf/NaN
+            amp_step(keep_loss, [batch], opt, scaler, precision=cast, device=device)
             synchronize(device)
             times.append(time.perf_counter() - t0)
-            losses.append(loss.item())
+            losses.append(kept[0].item())
             skipped += int(scaler.is_enabled() and scaler.get_scale() < before)
             state.step = step + 1
     if args.ckpt is not None:

@@ -39,7 +39,8 @@ from fp16lab.data import SyntheticLanguage
 from fp16lab.device import model_device, parse_device, resolve_device, synchronize
 from fp16lab.gpt import GPT, flops_per_token, lm_loss
 from fp16lab.precision import autocast, parse_precision, precision_context
-from fp16lab.train import Callback, Evaluate, History, ProgressBar, Schedule, fit, make_scaler
+from fp16lab.timing import time_windows
+from fp16lab.train import Callback, Evaluate, History, ProgressBar, Schedule, amp_step, fit, make_scaler
 
 __all__ = ["lm_batches", "train_lm", "lm_throughput", "saved_activation_bytes", "state_bytes", "sdpa_kernel_ran",
            "sdpa_default_kernel"]
@@ -174,20 +175,17 @@ def train_lm(
 
 
 def _time_steps(step: Callable[[], None], steps: int, dev: torch.device) -> tuple[float, float]:
-    """Seconds for ``steps`` calls of ``step`` (CUDA events on a GPU) and the peak GiB allocated (NaN off CUDA)."""
-    if dev.type != "cuda":
-        t0 = time.perf_counter()
+    """Seconds for ``steps`` calls of ``step`` (one window of :func:`fp16lab.timing.time_windows`: CUDA
+    events on a GPU) and the peak GiB allocated (NaN off CUDA)."""
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(dev)
+
+    def window() -> None:
         for _ in range(steps):
             step()
-        return time.perf_counter() - t0, math.nan
-    torch.cuda.reset_peak_memory_stats(dev)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(steps):
-        step()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / 1e3, torch.cuda.max_memory_allocated(dev) / 2**30
+
+    (seconds,) = time_windows(window, dev, 1)
+    return seconds, torch.cuda.max_memory_allocated(dev) / 2**30 if dev.type == "cuda" else math.nan
 
 
 def lm_throughput(
@@ -232,13 +230,10 @@ def lm_throughput(
     run = torch.compile(loss_of) if compile else loss_of  # compiled: the FP32 loss fuses into the graph
     model.train()
 
+    batch_xy = [(x, y)]
+
     def step() -> None:
-        with autocast(p, dev):
-            loss = run(x, y)
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-        opt.zero_grad(set_to_none=True)
+        amp_step(lambda xy: run(*xy), batch_xy, opt, scaler, precision=p, device=dev)
 
     with precision_context(p):
         t0 = time.perf_counter()

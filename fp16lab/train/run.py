@@ -1,0 +1,304 @@
+"""One :func:`~fp16lab.train.fit` run: its checked :class:`Plan`, the :class:`Run` that callbacks see, the
+data stream that replays exactly on a resume, and the :class:`History` it returns.
+
+The loop fires events; the callbacks (:mod:`fp16lab.train.callbacks`) own what happens at them: a
+``Schedule`` registers its scheduler in the plan and steps it, a ``Checkpoint`` saves and resumes
+through :meth:`Run.save` and :meth:`Run.resume`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from torch import nn
+
+from fp16lab.precision import Precision, precision_context
+from fp16lab.train.checkpoint import (
+    HistoryFile,
+    apply_checkpoint,
+    check_checkpoint_fits,
+    read_checkpoint,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
+from fp16lab.train.step import Batch, LossFn, StepResult, parsed_step
+
+__all__ = ["History", "Plan", "Run", "HISTORY_COLUMNS"]
+
+HISTORY_COLUMNS = ("step", "epoch", "loss", "accuracy", "scale", "skipped", "grad_norm", "lr", "samples",
+                   "samples_per_s", "time_s")
+_COLUMNS = HISTORY_COLUMNS
+
+
+class History(pd.DataFrame):
+    """One row per optimizer step: step, epoch, loss, accuracy, scale, skipped, grad_norm, lr,
+    samples, samples_per_s, time_s (and val_* / eval_fn columns where an evaluation ran).
+
+    ``loss`` is the step's loss over all its samples (micro-batch losses weighted by their
+    size; the true loss, not scaled); ``accuracy`` the training-batch accuracy (NaN when the
+    task is not classification); ``scale`` the GradScaler scale *after* the step's
+    ``update()`` (1.0 without a scaler); ``grad_norm`` the total L2 norm of the unscaled
+    gradients before clipping; ``samples_per_s`` the step's samples over its wall time (data
+    loading included). ``history.attrs`` records precision, device, accum_steps and
+    clip_grad_norm.
+    """
+
+    @property
+    def _constructor(self) -> type[History]:
+        return History
+
+    @property
+    def n_skipped(self) -> int:
+        """How many optimizer steps the GradScaler skipped (inf/NaN gradients)."""
+        return int(self["skipped"].sum()) if "skipped" in self else 0
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[Mapping[str, Any]], **attrs: Any) -> History:
+        """Build a History from row dicts (the columns of :class:`History`, in order)."""
+        frame = pd.DataFrame(list(rows))
+        if frame.empty:
+            frame = pd.DataFrame(columns=list(_COLUMNS))
+        cols = [c for c in _COLUMNS if c in frame] + [c for c in frame if c not in _COLUMNS]
+        h = cls(frame[cols])
+        h.attrs.update(attrs)
+        return h
+
+
+# ---------------------------------------------------------------- the data stream
+
+
+def _loader_generators(loader: object) -> list[torch.Generator]:
+    gens: list[torch.Generator] = []
+    for g in (getattr(loader, "generator", None), getattr(getattr(loader, "sampler", None), "generator", None)):
+        if isinstance(g, torch.Generator) and all(g is not h for h in gens):
+            gens.append(g)
+    return gens
+
+
+class _Stream:
+    """Steps of micro-batches, epoch by epoch, with the position and RNG to replay it exactly.
+
+    A step never spans two epochs: the last step of an epoch takes the micro-batches left
+    (fewer than ``accum_steps`` when they do not divide the epoch), so none is dropped.
+    """
+
+    def __init__(self, loader: Iterable[Batch], device: torch.device) -> None:
+        self.loader = loader
+        self.device = device
+        self.epoch = 0
+        self.pos = 0  # micro-batches consumed in the current epoch
+        self.epoch_rng: dict[str, Any] | None = None
+        self._it: Iterator[Batch] | None = None
+
+    def _capture(self) -> dict[str, Any]:
+        state = rng_state(self.device)
+        state["loader"] = [g.get_state() for g in _loader_generators(self.loader)]
+        return state
+
+    def _restore(self, state: Mapping[str, Any]) -> None:
+        set_rng_state(state, self.device)
+        for g, s in zip(_loader_generators(self.loader), state.get("loader", []), strict=False):
+            g.set_state(s.cpu())
+
+    def position(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "pos": self.pos, "epoch_rng": self.epoch_rng, "now_rng": self._capture()}
+
+    def seek(self, position: Mapping[str, Any]) -> None:
+        """Re-create the epoch's iterator with its RNG and skip what was already consumed."""
+        self.epoch, self.pos = int(position["epoch"]), int(position["pos"])
+        self.epoch_rng = position["epoch_rng"]
+        self._it = None
+        if self.pos > 0 and self.epoch_rng is not None:
+            self._restore(self.epoch_rng)
+            self._it = iter(self.loader)
+            for _ in itertools.islice(self._it, self.pos):
+                pass
+        self._restore(position["now_rng"])
+
+    def take(self, n: int) -> tuple[list[Batch], int]:
+        """Up to ``n`` micro-batches of one epoch, and that epoch's number."""
+        micro: list[Batch] = []
+        epoch = self.epoch
+        while len(micro) < n:
+            if self._it is None:
+                self.epoch_rng = self._capture()
+                self._it = iter(self.loader)
+            try:
+                batch = next(self._it)
+            except StopIteration:
+                empty = self.pos == 0
+                self._it, self.pos = None, 0
+                if empty and self.epoch > 0 and isinstance(self.loader, Iterator):
+                    raise ValueError(
+                        f"loader: an iterator, used up after epoch {self.epoch}: it can be iterated only once. Pass "
+                        "a DataLoader or a list of batches (they start over each epoch), or ask for fewer steps"
+                    ) from None
+                if empty:
+                    raise ValueError(
+                        "the loader yielded no batches (is the dataset empty, or drop_last with too few items?)"
+                    ) from None
+                self.epoch += 1
+                if micro:
+                    break  # the epoch's last, shorter step
+                epoch = self.epoch
+                continue
+            self.pos += 1
+            micro.append(batch)
+        return micro, epoch
+
+
+# ---------------------------------------------------------------- the plan and the resume
+
+
+@dataclass
+class Plan:
+    """fit's arguments, parsed and checked; nothing has been changed yet (what a callback's ``check`` reads).
+
+    ``scheduler`` is the LR scheduler a :class:`~fp16lab.train.callbacks.Schedule` registered in its
+    ``check`` (it goes into checkpoints), None without one.
+    """
+
+    precision: Precision
+    device: torch.device
+    optimizer: torch.optim.Optimizer
+    steps: int
+    accum_steps: int
+    loss_fn: LossFn
+    clip: float | None
+    callbacks: list[Any]
+    scheduler: Any = None
+    loader_facts: dict[str, int | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Resume:
+    payload: dict[str, Any]
+    rows: list[dict[str, Any]]
+    mark: Mapping[str, Any]
+
+
+def _run_settings(plan: Plan) -> dict[str, Any]:
+    """What a resumed run must share with the run that wrote the checkpoint."""
+    return {"precision": plan.precision.value, "accum_steps": plan.accum_steps, **plan.loader_facts}
+
+
+def _read_resume(plan: Plan, path: Path, model: nn.Module) -> _Resume:
+    """Read and check the checkpoint completely; raise before anything is changed."""
+    if not path.exists():
+        raise FileNotFoundError(
+            f"Checkpoint(resume=True), but there is no checkpoint at path={str(path)!r}. To start a new run pass "
+            "resume=False; to resume only when the file exists, pass resume=Path(path).exists()"
+        )
+    payload = read_checkpoint(path, map_location=plan.device, weights_only=True)
+    fit_extra = payload["extra"].get("fit")
+    if not isinstance(fit_extra, Mapping):
+        raise ValueError(f"{str(path)!r} was not written by fit (no run settings in it), so fit cannot resume it; "
+                         "load it with load_checkpoint and start fit with resume=False")
+    saved, now = fit_extra.get("settings", {}), _run_settings(plan)
+    diff = [f"{k}: checkpoint {saved.get(k)!r}, now {v!r}" for k, v in now.items()
+            if v is not None and saved.get(k) is not None and saved.get(k) != v]
+    if diff:
+        raise ValueError(f"cannot resume {str(path)!r} exactly: this run differs from the one that wrote it "
+                         f"({'; '.join(diff)}). Resume with the same settings and data, or start a new run")
+    check_checkpoint_fits(payload, path, model, plan.optimizer, scheduler=plan.scheduler,
+                          scaler_enabled=plan.precision.uses_scaler)
+    step = int(payload["step"])
+    if step > plan.steps:
+        raise ValueError(f"the checkpoint {str(path)!r} is at step {step}, past the steps={plan.steps} asked for; "
+                         f"ask for steps >= {step} to continue it")
+    rows = HistoryFile(path).read(fit_extra["history"], step)
+    return _Resume(payload=payload, rows=rows, mark=fit_extra["history"])
+
+
+# ---------------------------------------------------------------- the run
+
+
+class Run:
+    """One fit run: the objects, the plan, the rows so far and the timing (what callbacks see and call:
+    ``model``, ``optimizer``, ``scaler``, ``plan``, ``rows``, ``micro``, ``start_step``, ``history()``,
+    ``save(path, step)`` and ``resume(path)``)."""
+
+    def __init__(self, plan: Plan, model: nn.Module, loader: Iterable[Batch],
+                 scaler: torch.amp.GradScaler) -> None:
+        self.plan, self.model, self.optimizer, self.scaler = plan, model, plan.optimizer, scaler
+        self.stream = _Stream(loader, plan.device)
+        self.params = [q for q in model.parameters() if q.requires_grad]
+        self.rows: list[dict[str, Any]] = []
+        self.micro: list[Batch] = []  # the last step's micro-batches
+        self.start_step = 0
+        self.t_prev = self.elapsed = 0.0  # set when the run starts
+        self.history_file: HistoryFile | None = None
+        self.attrs = dict(precision=plan.precision.value, device=str(plan.device), accum_steps=plan.accum_steps,
+                          clip_grad_norm=plan.clip)
+
+    def resume(self, path: Path) -> None:
+        """Continue the run from the checkpoint at ``path`` exactly; it is read and checked completely first,
+        so a refused resume changes nothing."""
+        resumed = _read_resume(self.plan, path, self.model)
+        apply_checkpoint(resumed.payload, self.model, self.optimizer, scaler=self.scaler,
+                         scheduler=self.plan.scheduler, restore_rng=False)
+        self.start_step = int(resumed.payload["step"])
+        self.rows = resumed.rows
+        self.stream.seek(resumed.payload["extra"]["fit"]["stream"])
+        self.history_file = HistoryFile(path)
+        self.history_file.continue_from(resumed.mark)
+
+    def history(self) -> History:
+        return History.from_rows(self.rows, **self.attrs)
+
+    def one_step(self, step: int) -> StepResult:
+        """Run one optimizer step and record its row."""
+        plan = self.plan
+        self.micro, epoch = self.stream.take(plan.accum_steps)
+        r = parsed_step(self.model, self.optimizer, self.scaler, self.micro, p=plan.precision, dev=plan.device,
+                         params=self.params, loss_fn=plan.loss_fn, clip=plan.clip, channels_last=False,
+                         track_grad_norm=True)
+        now = time.perf_counter()
+        dt, self.t_prev = now - self.t_prev, now
+        self.elapsed += dt
+        self.rows.append({
+            "step": step, "epoch": epoch, "loss": r.loss, "accuracy": r.accuracy, "scale": r.scale,
+            "skipped": r.skipped, "grad_norm": r.grad_norm if r.grad_norm is not None else math.nan, "lr": r.lr,
+            "samples": r.samples, "samples_per_s": r.samples / dt if dt > 0 else math.nan, "time_s": self.elapsed,
+        })
+        return r
+
+    def save(self, path: Path, step: int) -> None:
+        """History rows since the last save to the sidecar, then the checkpoint (atomically)."""
+        if self.history_file is None:
+            self.history_file = HistoryFile(path)
+        mark = self.history_file.save(self.rows)
+        extra = {"fit": {"settings": _run_settings(self.plan),
+                         "stream": self.stream.position(), "history": mark.as_dict()}}
+        save_checkpoint(path, self.model, self.optimizer, scaler=self.scaler, scheduler=self.plan.scheduler,
+                        step=step, extra=extra)
+
+    def train(self) -> History:
+        """Fire the callbacks' events around the steps (a Checkpoint resumes in its ``before_fit``)."""
+        plan = self.plan
+        try:
+            for cb in plan.callbacks:
+                cb.before_fit(self)
+            self.model.train()
+            self.optimizer.zero_grad(set_to_none=True)
+            self.elapsed = float(self.rows[-1]["time_s"]) if self.rows else 0.0
+            with precision_context(plan.precision):
+                self.t_prev = time.perf_counter()
+                for step in range(self.start_step + 1, plan.steps + 1):
+                    r = self.one_step(step)
+                    for cb in plan.callbacks:
+                        cb.after_step(self, step, r)
+                    self.t_prev = time.perf_counter()  # callbacks' time (evaluation, saving) is not training time
+        finally:
+            for cb in plan.callbacks:
+                cb.after_fit(self)
+        return self.history()
