@@ -392,6 +392,20 @@ OVERRIDES: dict[str, dict[str, Callable[[Path], Any]]] = {
                                                          "targets": lambda tmp: torch.randint(0, 3, (2,))},
     "fp16lab.labs.memory.sweep.step_peak_memory": {"batch": lambda tmp: (torch.randn(2, 4), torch.randint(0, 3, (2,)))},
     "fp16lab.labs.benchmark.steps.capture_step": {"step": lambda tmp: (lambda: None), "device": lambda tmp: torch.device("cpu")},
+    # the lessons' labs (setup: 00, gradients: 01, memory.pitfalls: 05)
+    "fp16lab.labs.gradients.train_student": {"hidden": lambda tmp: 4},
+    "fp16lab.labs.memory.pitfalls.interleaved": {"cases": lambda tmp: {"a": lambda: {"ms": 1.0}, "b": lambda: {"ms": 2.0}},
+                                                 "key": lambda tmp: "ms"},
+    "fp16lab.labs.memory.pitfalls.window_rates": {"run_window": lambda tmp: (lambda: None),
+                                                  "items_per_window": lambda tmp: 2},
+    "fp16lab.labs.memory.pitfalls.step_profile": {"step": lambda tmp: (lambda: None)},
+    "fp16lab.labs.memory.pitfalls.feed_rate": {"step": lambda tmp: (lambda x, y: None),
+                                               "batches": lambda tmp: (lambda: [(torch.zeros(2), torch.zeros(2))])},
+    "fp16lab.labs.setup.doctor_summary": {"stdout": lambda tmp: "[OK  ] a\n[WARN] b", "returncode": lambda tmp: 0},
+    "fp16lab.labs.setup.interleaved_matmul_rounds": {"configs": lambda tmp: [("fp32", "fp32")], "size": lambda tmp: 8,
+                                                     "rounds": lambda tmp: 1, "min_run_time": lambda tmp: 0.01},
+    "fp16lab.labs.setup.tie_verdict": {"ratios": lambda tmp: __import__("pandas").Series([1.0, 1.2]),
+                                       "tie": lambda tmp: 1.05},
     "fp16lab.gpt.lm_loss": {"logits": lambda tmp: torch.randn(2, 8, 16), "targets": lambda tmp: torch.randint(0, 16, (2, 8))},
 }
 
@@ -826,6 +840,7 @@ VALUE_OK: dict[tuple[str, str, str], str] = {  # (function, argument, case): a v
     ("render_slides", "out", "a missing path"): "the slides folder the call creates",
     ("HistoryFile", "checkpoint", "a missing path"): "the history of a checkpoint still to be written",
     ("check_checkpoint_fits", "path", "a missing path"): "only names the file in its messages (payload is given)",
+    ("doctor_summary", "returncode", "negative"): "a child killed by signal N exits with -N (subprocess)",
 }
 
 

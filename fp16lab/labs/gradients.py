@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from fp16lab.checks import non_negative_int, positive_int
+from fp16lab.checks import non_negative_int, positive_float, positive_int
 from fp16lab.device import resolve_device
 from fp16lab.precision import precision_context
 
@@ -36,8 +36,7 @@ def train_student(hidden: int, batch: int, steps: int, device: torch.device | st
     hidden, batch, steps = positive_int("hidden", hidden), positive_int("batch", batch), positive_int("steps", steps)
     dim_in, classes = positive_int("dim_in", dim_in), positive_int("classes", classes, minimum=2)
     seed = non_negative_int("seed", seed)
-    if not isinstance(lr, (int, float)) or isinstance(lr, bool) or not lr > 0:
-        raise ValueError(f"lr must be a number > 0, got {lr!r}")
+    lr = positive_float("lr", lr)
     dev = resolve_device(device)
     torch.manual_seed(seed)
     teacher = nn.Sequential(nn.Linear(dim_in, 64), nn.Tanh(), nn.Linear(64, classes)).to(dev)

@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from fp16lab.checks import positive_float, positive_int
+from fp16lab.checks import function, non_negative_int, positive_float, positive_int
 from fp16lab.device import resolve_device, synchronize
 from fp16lab.hardware import PROFILES
 from fp16lab.timing import gpu_kernels, time_fn, time_windows
@@ -36,11 +36,9 @@ CONTEXT_MIB = 768  # an estimate, not a datasheet figure: a CUDA context once to
 DESKTOP_MIB = 1024  # an assumption: a desktop (display server, browser) drawing on the same card
 
 
-def _fn(name: str, value: object) -> Callable[..., Any]:
-    """A callable argument, or a ValueError that names it (checked before any work)."""
-    if not callable(value):
-        raise ValueError(f"{name} must be a function, got {value!r} ({type(value).__name__})")
-    return value
+def _fn(name: str, value: object, n_args: int = 0) -> Callable[..., Any]:
+    """A function of ``n_args`` arguments, or a ValueError that names it (checked before any work)."""
+    return function(name, value, f"a function of {n_args} argument{'s' if n_args != 1 else ''}", n_args=n_args)
 
 
 def _cuda(device: "torch.device | str | None", what: str) -> torch.device:
@@ -81,8 +79,8 @@ def step_profile(step: Callable[[], object], device: "torch.device | str", *, mi
     the kernels with ``launches_per_step``, ``gpu_us_per_step`` and ``us_per_launch``. Needs a CUDA GPU.
     """
     step = _fn("step", step)
-    _cuda(device, "step_profile")
     min_run_time, calls = positive_float("min_run_time", min_run_time), positive_int("calls", calls)
+    _cuda(device, "step_profile")
     t = time_fn(step, warmup=5, min_run_time=min_run_time)
     with warnings.catch_warnings():  # the profiler's notes on its own cycles are not the lesson's business
         warnings.filterwarnings("ignore", message=".*Profiler clears events", category=UserWarning)
@@ -105,9 +103,9 @@ def feed_rate(step: Callable[[Any, Any], object], batches: Callable[[], Iterable
     first ``warmup`` steps (default 5: workers start, cuDNN picks kernels) are not timed; then
     ``steps`` (default 30) are, with the device synchronised at both ends. Needs a CUDA GPU.
     """
-    step, batches = _fn("step", step), _fn("batches", batches)
+    step, batches = _fn("step", step, 2), _fn("batches", batches)
+    steps, warmup = positive_int("steps", steps), non_negative_int("warmup", warmup)
     dev = _cuda(device, "feed_rate")
-    steps, warmup = positive_int("steps", steps), positive_int("warmup", warmup)
     it, done, t0, n = iter(batches()), 0, 0.0, 0
     while done < steps + warmup:
         try:
