@@ -155,6 +155,8 @@ def _calls(path: Path) -> list[tuple[str, int]]:
 VERBATIM = {
     ("fp16lab.labs.benchmark.steps", "torch.cuda.amp.autocast"):
         "the article's training loop, line for line, deprecated API and all (lesson 06 times it as written)",
+    ("fp16lab.labs.amp_loop", "torch.autocast"):
+        "lesson 02's five-line hand-written AMP step, the baseline that fp16lab.train_step's price is measured against",
 }
 
 
