@@ -10,6 +10,7 @@ import torch
 import fp16lab.course.env as env
 import fp16lab.device as device
 import fp16lab.hardware as hardware
+import fp16lab.labs.runtime.metadata as metadata
 
 FAKE_GPUS = {
     "none": None,
@@ -48,7 +49,8 @@ def fake_gpu(monkeypatch):
         monkeypatch.setattr(torch.version, "cuda", cuda_build)
         monkeypatch.setattr(torch.backends.cudnn, "is_available", lambda: cudnn)
         monkeypatch.setattr(torch.backends.cudnn, "version", lambda: 91002 if cudnn else None)
-        monkeypatch.setattr(env, "_driver_version", lambda: "580.00" if spec else None)
+        for where in (env, metadata):  # the doctor's rows and the run metadata ask the same function
+            monkeypatch.setattr(where, "driver_version", lambda: "580.00" if spec else None)
         monkeypatch.setattr(env, "mps_available", lambda: False)
         monkeypatch.setattr(device, "mps_available", lambda: False)
         if spec is None:

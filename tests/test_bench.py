@@ -849,7 +849,7 @@ def test_kernel_ms_and_busy_fraction_read_a_configs_profile():
 
 
 def test_a_reference_shows_todays_labels_for_configurations_that_did_not_change(tmp_path, monkeypatch):
-    import fp16lab.course.runtime.results as results
+    import fp16lab.labs.runtime.results as results
 
     res, _ = fake_run(["article", "fp16_cl", "bf16_cl"], [], {})
     res.frame.loc[res.frame["config"] == "fp16_cl", "label"] = "FP16 AMP + channels_last (recommended)"

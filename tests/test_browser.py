@@ -38,7 +38,7 @@ from pathlib import Path
 import pytest
 
 from fp16lab.course import lab, workspace
-from fp16lab.course.i18n import tr
+from fp16lab.labs.runtime.i18n import tr
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fp16lab.course.runtime.quick import is_quick, mode, pick
+from fp16lab.labs.runtime.quick import is_quick, mode, pick
 
 
 @pytest.fixture(autouse=True)
@@ -53,7 +53,7 @@ def test_smoke_keeps_full_sizes_and_shortens_steps(monkeypatch, fake_gpu):
 
 
 def test_live_gpu_is_full_mode_on_a_cuda_gpu(monkeypatch, fake_gpu):
-    from fp16lab.course.runtime.quick import live_gpu
+    from fp16lab.labs.runtime.quick import live_gpu
 
     fake_gpu("hopper")
     assert live_gpu()

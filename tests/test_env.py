@@ -201,7 +201,7 @@ def _old_driver(monkeypatch, fake_gpu, *, wheel="13.0", supports=(12, 2), driver
     from fp16lab.course import env
 
     fake_gpu("none", cuda_build=wheel)
-    monkeypatch.setattr(env, "_driver_version", lambda: driver)
+    monkeypatch.setattr(env, "driver_version", lambda: driver)
     monkeypatch.setattr(env, "driver_cuda_version", lambda: supports)
     monkeypatch.setattr(env, "cuda_unavailable_reason", lambda: "The NVIDIA driver on your system is too old "
                         "(found version 12020). Please update your GPU driver")

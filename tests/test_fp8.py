@@ -293,7 +293,7 @@ def test_fp8_matmul_sweep_refuses_bad_arguments(monkeypatch):
 
 @pytest.fixture
 def reference_dir(tmp_path, monkeypatch):
-    import fp16lab.course.runtime.results as results
+    import fp16lab.labs.runtime.results as results
 
     monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
     results.save_results(pd.DataFrame({"x": [1.0]}), tmp_path / "fp8_demo.json",
@@ -306,7 +306,7 @@ def _never() -> pd.DataFrame:
 
 
 def test_a_gpu_without_fp8_gets_a_statement_and_the_reference(reference_dir, monkeypatch, capsys):
-    import fp16lab.course.runtime.quick as config
+    import fp16lab.labs.runtime.quick as config
 
     monkeypatch.setattr(config, "live_gpu", lambda: True)
     monkeypatch.setattr(training_mod, "fp8_capable",
@@ -318,7 +318,7 @@ def test_a_gpu_without_fp8_gets_a_statement_and_the_reference(reference_dir, mon
 
 
 def test_missing_torchao_gets_a_statement_and_the_reference(reference_dir, monkeypatch, capsys):
-    import fp16lab.course.runtime.quick as config
+    import fp16lab.labs.runtime.quick as config
 
     monkeypatch.setattr(config, "live_gpu", lambda: True)
     monkeypatch.setattr(training_mod, "fp8_capable", lambda dev: Fp8Support(True, "fine"))
@@ -331,7 +331,7 @@ def test_missing_torchao_gets_a_statement_and_the_reference(reference_dir, monke
 
 
 def test_numerics_run_live_on_the_cpu_without_saving(reference_dir, monkeypatch):
-    import fp16lab.course.runtime.quick as config
+    import fp16lab.labs.runtime.quick as config
 
     monkeypatch.setattr(config, "live_gpu", lambda: False)
     monkeypatch.setattr(training_mod, "fp8_capable", lambda dev: Fp8Support(True, "cpu"))
@@ -505,7 +505,7 @@ def test_fp8_matmul_sweep_takes_numpy_sizes():
 
 @pytest.mark.parametrize("live", [False, True])
 def test_fp8_measure_wants_a_dataframe(reference_dir, monkeypatch, live):
-    import fp16lab.course.runtime.quick as quick
+    import fp16lab.labs.runtime.quick as quick
 
     monkeypatch.setattr(quick, "live_gpu", lambda: live)  # the same answer in quick mode and on a GPU in full mode
     with pytest.raises(ValueError, match="measure must be a function"):

@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from fp16lab import hardware
-from fp16lab.course.runtime.quick import pick_for_memory
 from fp16lab.hardware import (
     PEAK_TFLOPS,
     PROFILES,
@@ -16,6 +15,7 @@ from fp16lab.hardware import (
     peak_for,
     use_profile,
 )
+from fp16lab.labs.runtime.quick import pick_for_memory
 from fp16lab.precision import check_precision_supported
 
 

@@ -1,6 +1,6 @@
 """What a learner's run prints, in Chinese under FP16LAB_LANG=zh: hints, verdicts, banners, the doctor.
 
-The catalogue (fp16lab/course/i18n.py) is checked against the code: every entry is a message some
+The catalogue (fp16lab/labs/runtime/i18n.py) is checked against the code: every entry is a message some
 ``tr("...")`` call passes (no dead entries), every message passed has an entry, each entry keeps its
 English's ``{fields}``, each call fills exactly its message's fields, and no entry uses a term the
 glossary (notebooks/zh/README.md, column 不要用) rules out.
@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from fp16lab.course import i18n
-from fp16lab.course.i18n import ZH, tr
+from fp16lab.labs.runtime import i18n
+from fp16lab.labs.runtime.i18n import ZH, tr
 
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "fp16lab"
@@ -131,8 +131,8 @@ def test_the_stored_outputs_note_in_chinese():
 
 
 def test_the_mode_and_reference_banners_in_chinese(zh, monkeypatch, capsys):
-    from fp16lab.course.runtime.quick import mode
-    from fp16lab.course.runtime.results import load_reference
+    from fp16lab.labs.runtime.quick import mode
+    from fp16lab.labs.runtime.results import load_reference
 
     monkeypatch.setenv("FP16LAB_QUICK", "1")
     m = mode()
@@ -189,7 +189,7 @@ def test_every_catalogue_entry_is_used_and_every_message_has_one():
     dead = sorted(set(ZH) - used)
     assert not dead, f"catalogue entries no tr() call passes (remove them or fix the English key): {dead}"
     missing = sorted(used - set(ZH))
-    assert not missing, f"messages without a Chinese entry in fp16lab/course/i18n.py's ZH: {missing}"
+    assert not missing, f"messages without a Chinese entry in fp16lab/labs/runtime/i18n.py's ZH: {missing}"
 
 
 def test_every_entry_keeps_the_fields_of_its_english():
@@ -272,8 +272,8 @@ def test_the_detector_finds_english_and_lets_code_and_quotes_pass():
 
 def test_the_card_box_and_the_mode_speak_chinese(zh, monkeypatch, fake_gpu):
     from fp16lab.course.card import card_box
-    from fp16lab.course.runtime.quick import mode
     from fp16lab.hardware import PROFILES, GPUFacts, chip_features, peak_for
+    from fp16lab.labs.runtime.quick import mode
 
     def facts(name, cap, profile=None):
         return GPUFacts(0, name, "NVIDIA H200", cap, 40, 16 * 2**30, 141 * 2**30, peak_for(name),
@@ -323,7 +323,7 @@ def test_the_doctor_speaks_chinese_on_every_kind_of_machine(zh, fake_gpu, kind):
 
 def test_the_reference_notes_speak_chinese(zh, capsys):
     from fp16lab.course.outputs import note_text
-    from fp16lab.course.runtime.results import load_reference
+    from fp16lab.labs.runtime.results import load_reference
 
     for meta in (META, {**META, "outputs_from": "NVIDIA H200 (full mode)"}, {"device": "CPU", "mode": "quick"}):
         for copy in (False, True):

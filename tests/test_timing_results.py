@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 import torch
 
-import fp16lab.course.runtime.results as results
-from fp16lab.course.runtime.results import (
+import fp16lab.labs.runtime.results as results
+from fp16lab.labs.runtime.results import (
     load_reference,
     load_results,
     output_path,
@@ -225,7 +225,7 @@ def test_load_reference_missing_says_so_and_returns_none(tmp_path, monkeypatch, 
 
 
 def test_measure_or_reference_live_measures_and_saves(tmp_path, monkeypatch, fake_gpu):
-    from fp16lab.course.runtime.results import measure_or_reference
+    from fp16lab.labs.runtime.results import measure_or_reference
 
     fake_gpu("hopper")
     monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
@@ -241,7 +241,7 @@ def test_measure_or_reference_live_measures_and_saves(tmp_path, monkeypatch, fak
 
 
 def test_measure_or_reference_without_gpu_reads_the_reference(tmp_path, monkeypatch, capsys, fake_gpu):
-    from fp16lab.course.runtime.results import measure_or_reference
+    from fp16lab.labs.runtime.results import measure_or_reference
 
     fake_gpu("none")
     monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)

@@ -500,7 +500,7 @@ def test_student_helpers_refuse_a_lesson_that_does_not_exist(tmp_path: Path) -> 
 
 def test_course_readers_name_the_file_argument(tmp_path: Path) -> None:
     from fp16lab.course import agenda, outputs, prose, translations
-    from fp16lab.course.runtime.results import load_results
+    from fp16lab.labs.runtime.results import load_results
 
     (tmp_path / "t.json").write_text("[1, 2")
     with pytest.raises(ValueError, match=r"timings_file: .*t\.json' is not a timings file"):

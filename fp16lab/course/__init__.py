@@ -3,10 +3,7 @@
 Learners import the library (``fp16lab.train``, ``fp16lab.align``, ...). This subpackage holds
 the tools around the lessons, each reachable from ``python -m fp16lab <command>``:
 
-- ``env``: the environment report, measurement metadata (``doctor``)
-- ``i18n``: the one switch (``FP16LAB_LANG``) and message catalogue for what a learner's run prints
-  (hints, verdicts, banners, the doctor) in Chinese
-- ``i18n_hints``: the Chinese exercise hints of that catalogue, one block per lesson
+- ``env``: the environment report (``doctor``)
 - ``command``: one place that turns a refused command-line input into exit status 2
 - ``paths``: the repository root and the course folders, found in one place
 - ``outputs``: run a lesson in place and stamp where its outputs came from (``outputs``)
@@ -46,8 +43,6 @@ __all__ = [
     "card",
     "command",
     "env",
-    "i18n",
-    "i18n_hints",
     "lab",
     "labserver",
     "outputs",

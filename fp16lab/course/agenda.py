@@ -102,7 +102,7 @@ def time_quick_mode(
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
-    from fp16lab.course.env import run_metadata
+    from fp16lab.labs.runtime.metadata import run_metadata
 
     lessons = _paths.lessons() if paths is None else _lesson_files(paths)
     tfile = _paths.timings_file() if timings_file is None else file_to_write("timings_file", timings_file)
@@ -167,7 +167,7 @@ def agenda_table(timings_file: "str | Path | None" = None, *, lang: str = "en") 
     Default: notebooks/student/timings.json. ``lang="zh"``: the headings in Chinese (the cells' data stay as recorded).
     """
     from fp16lab.checks import existing_path
-    from fp16lab.course.i18n import check_lang
+    from fp16lab.labs.runtime.i18n import check_lang
 
     table = _load_timings(existing_path("timings_file", _paths.timings_file() if timings_file is None
                                         else timings_file, kind="file"))

@@ -3,7 +3,7 @@
 Built only from :mod:`fp16lab.hardware` facts (capability rule, cited peaks, the active
 profile), so the box says the same thing as the lessons' checks. Under a hardware profile it
 speaks of the profile's card and says which chip really runs; without a CUDA GPU it says what
-quick mode means. Every word goes through the catalogue (:mod:`fp16lab.course.i18n`), so the box
+quick mode means. Every word goes through the catalogue (:mod:`fp16lab.labs.runtime.i18n`), so the box
 is Chinese in the Chinese lab (``FP16LAB_LANG=zh``).
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import unicodedata
 
-from fp16lab.course.i18n import tr
 from fp16lab.hardware import GPUFacts
+from fp16lab.labs.runtime.i18n import tr
 
 __all__ = ["card_notes", "card_box"]
 

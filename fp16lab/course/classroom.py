@@ -17,7 +17,7 @@ students (any lab can run code that reads the others' folders). For separate acc
 
 ``python -m fp16lab workshop bench-merge FILES...`` reads the result files that students' ``python -m fp16lab
 bench`` runs wrote (JSON: ``{"metadata": {...}, "rows": [...]}``, the format of
-:func:`fp16lab.course.runtime.results.save_results`) and puts the room's GPUs in one table and one plot.
+:func:`fp16lab.labs.runtime.results.save_results`) and puts the room's GPUs in one table and one plot.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any
 
 from fp16lab import checks
 from fp16lab.course import paths as _paths
-from fp16lab.course.i18n import check_lang
+from fp16lab.labs.runtime.i18n import check_lang
 
 __all__ = ["Seat", "classroom", "read_bench", "merge_bench", "plot_room", "room_summary"]
 

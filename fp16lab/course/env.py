@@ -1,15 +1,13 @@
-"""The environment report (``python -m fp16lab doctor``) and the metadata stored with every measurement.
+"""The environment report (``python -m fp16lab doctor``); the metadata stored with every measurement is
+:func:`fp16lab.labs.runtime.metadata.run_metadata`, re-exported here.
 
 Device choice lives in :mod:`fp16lab.device`; GPU facts, peaks and profiles in :mod:`fp16lab.hardware`.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import platform
 import re
-import shutil
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from enum import Enum
@@ -19,9 +17,10 @@ import torch
 
 from fp16lab.checks import non_negative_int
 from fp16lab.checks import text as checks_text
-from fp16lab.course.i18n import tr
-from fp16lab.device import mps_available, resolve_device
+from fp16lab.device import mps_available
 from fp16lab.hardware import PROFILE_ENV, active_profile, chip_features, gpu_facts
+from fp16lab.labs.runtime.i18n import tr
+from fp16lab.labs.runtime.metadata import driver_version, run_metadata
 from fp16lab.precision import tf32_state
 
 __all__ = [
@@ -162,23 +161,6 @@ def _code_spans(text: str) -> str:
 # --------------------------------------------------------------------------- report
 
 
-def _driver_version() -> str | None:
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return None
-    try:
-        out = subprocess.run(
-            [exe, "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.splitlines()[0].strip() if out else None
-
-
 def _version_tuple(v: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", v.split("+")[0])[:2])
 
@@ -193,39 +175,6 @@ def _mode_value(m: "Any") -> str:
     """The mode row's value: ``quick (no CUDA GPU)``, in the learner's language."""
     names = {"quick": tr("quick"), "full": tr("full"), "full-smoke": tr("full, fewer steps (smoke)")}
     return tr("{mode} ({reason})", mode=names.get(m.name, m.name), reason=m.reason_text)
-
-
-def run_metadata(device: "torch.device | str | None" = None) -> dict[str, Any]:
-    """The settings that matter for a measurement, to store beside its numbers.
-
-    Under a hardware profile, ``device`` is the profile's GPU and ``real_device`` the chip
-    that really ran: speeds are always the real chip's.
-    """
-    dev = resolve_device(device)
-    facts = gpu_facts(dev) if dev.type == "cuda" else None
-    from fp16lab.course.runtime.quick import mode
-
-    m = mode()
-    st = tf32_state()
-    return {
-        "device": facts.name if facts else dev.type.upper(),
-        "real_device": facts.real_name if facts else dev.type.upper(),
-        "profile": facts.profile if facts else None,
-        "device_type": dev.type,
-        "capability": facts.sm if facts else None,
-        "sm_count": facts.sm_count if facts else None,
-        "memory_gib": round(facts.memory_gib, 2) if facts else None,
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-        "driver": _driver_version() if facts else None,
-        "python": platform.python_version(),
-        "tf32_matmul": st["matmul"] == "tf32",
-        "tf32_cudnn": st["cudnn_conv"] == "tf32",
-        "cudnn_benchmark": torch.backends.cudnn.benchmark,
-        "mode": m.name,
-        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d"),
-    }
 
 
 def _package_checks() -> list[Check]:
@@ -264,7 +213,7 @@ def report(device_index: int = 0) -> Report:
     become WARN rows with a fix. ``device_index`` (default 0) picks the CUDA GPU; a bad
     index or an unknown ``FP16LAB_PROFILE`` is refused before anything is checked.
     """
-    from fp16lab.course.runtime.quick import mode
+    from fp16lab.labs.runtime.quick import mode
 
     index = non_negative_int("device_index", device_index)
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -407,7 +356,7 @@ def _driver_too_old(reason: str | None) -> Check | None:
     if supports is None or supports[0] >= wheel[0]:
         if not (reason and "too old" in reason):
             return None
-    driver = _driver_version() or tr("unknown")
+    driver = driver_version() or tr("unknown")
     have = f"{supports[0]}.{supports[1]}" if supports else "?"
     need = MIN_DRIVER.get(wheel[0], "?")
     alt = "cu128" if supports and supports >= (12, 8) else ("cu126" if supports and supports >= (12, 0) else None)
@@ -483,7 +432,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _driver_checks() -> list[Check]:
-    driver = _driver_version()
+    driver = driver_version()
     rows = [
         Check("driver", driver)
         if driver

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from fp16lab.checks import non_negative_int
-from fp16lab.course.i18n import tr
+from fp16lab.labs.runtime.i18n import tr
 
 __all__ = ["SHARED_ENV", "GPUShare", "gpu_sharing"]
 

@@ -20,7 +20,7 @@ over the environment's own defaults, with the tab style in its ``custom/custom.c
 
 ``--lang zh`` (``make lab LAB_LANG=zh``) is the Chinese edition: the work copies come from
 ``notebooks/zh/`` into ``notebooks/work/zh/``, the lab opens ``zh/README.md``, its kernels run with
-``FP16LAB_LANG=zh`` (hints, banners and the doctor in Chinese, :mod:`fp16lab.course.i18n`) and
+``FP16LAB_LANG=zh`` (hints, banners and the doctor in Chinese, :mod:`fp16lab.labs.runtime.i18n`) and
 JupyterLab's own interface is Chinese (the ``jupyterlab-language-pack-zh-CN`` language pack, selected
 by the ``locale`` setting in this lab's own settings folder, ``work/zh/.lab-settings``). Every lab sets
 ``FP16LAB_LANG`` to its language, so a shell's setting does not mix the languages.
@@ -40,7 +40,7 @@ from typing import Any
 from fp16lab.checks import boolean, positive_int, text
 from fp16lab.checks import path as _path
 from fp16lab.course import paths as _paths
-from fp16lab.course.i18n import LANG_ENV, check_lang, tr
+from fp16lab.labs.runtime.i18n import LANG_ENV, check_lang, tr
 
 __all__ = [
     "SETTINGS_OVERRIDES",

@@ -23,7 +23,7 @@ from typing import Any
 
 from fp16lab import checks
 from fp16lab.course import paths as _paths
-from fp16lab.course.i18n import check_lang, tr
+from fp16lab.labs.runtime.i18n import check_lang, tr
 
 __all__ = [
     "KEY",
@@ -110,7 +110,7 @@ def note_text(meta: dict[str, Any], *, copy: bool = False, lang: str = "en") -> 
 
     ``copy=True`` gives the wording for a learner's copy in notebooks/work/ (default False:
     the wording for the reference lesson itself). ``lang``: the notebook's language, "en" (default)
-    or "zh" (:mod:`fp16lab.course.i18n`); the Chinese note points at the Chinese copies, notebooks/work/zh/.
+    or "zh" (:mod:`fp16lab.labs.runtime.i18n`); the Chinese note points at the Chinese copies, notebooks/work/zh/.
     """
     return _note_text(*_note_args(meta, copy, lang))
 
@@ -219,7 +219,7 @@ def _set_note(nb: Any, meta: Any, copy: bool, lang: str) -> Any:
 
 def stamp(nb: Any, *, seconds: float | None = None) -> Any:
     """Record in ``nb.metadata['fp16lab']`` where and how the outputs were made, and add the note."""
-    from fp16lab.course.env import run_metadata
+    from fp16lab.labs.runtime.metadata import run_metadata
 
     checks.notebook("nb", nb)
     if seconds is not None:

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from fp16lab import checks
-from fp16lab.course.i18n import check_lang
+from fp16lab.labs.runtime.i18n import check_lang
 
 __all__ = ["Question", "QUESTIONS", "grade", "render"]
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from fp16lab import checks
 from fp16lab.course import paths as _paths
-from fp16lab.course.i18n import check_lang
+from fp16lab.labs.runtime.i18n import check_lang
 
 __all__ = ["talk_track", "render_slides"]
 

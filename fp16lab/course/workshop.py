@@ -75,8 +75,8 @@ def _check(args: argparse.Namespace) -> int:
 
 def _agenda(args: argparse.Namespace) -> int:
     from fp16lab.course.agenda import agenda_table
-    from fp16lab.course.i18n import check_lang
     from fp16lab.course.plans import plan_table
+    from fp16lab.labs.runtime.i18n import check_lang
 
     lang = check_lang(args.lang, "--lang")
     if args.plan:
@@ -219,8 +219,8 @@ def _wheelhouse(args: argparse.Namespace) -> int:
 
 
 def _posttest(args: argparse.Namespace) -> int:
-    from fp16lab.course.i18n import check_lang
     from fp16lab.course.posttest import grade, render
+    from fp16lab.labs.runtime.i18n import check_lang
 
     lang = check_lang(args.lang, "--lang")
     if args.answers is None:
@@ -232,8 +232,8 @@ def _posttest(args: argparse.Namespace) -> int:
 
 
 def _slides(args: argparse.Namespace) -> int:
-    from fp16lab.course.i18n import check_lang
     from fp16lab.course.slides import render_slides
+    from fp16lab.labs.runtime.i18n import check_lang
 
     for path in render_slides(_lessons(args.notebooks), args.out, lang=check_lang(args.lang, "--lang"),
                               reveal_prefix=args.reveal_prefix):

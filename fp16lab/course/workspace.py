@@ -27,7 +27,7 @@ from typing import Any
 
 from fp16lab import checks
 from fp16lab.course import paths as _paths
-from fp16lab.course.i18n import check_lang, tr
+from fp16lab.labs.runtime.i18n import check_lang, tr
 
 __all__ = [
     "WORK_META",

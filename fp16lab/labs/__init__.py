@@ -1,8 +1,11 @@
 """One lab per lesson topic: what a single lesson's experiments need (sweeps, tables, drivers).
 
-Labs import the learner library (``fp16lab.train``, ``fp16lab.timing``, ...), never the reverse.
+Labs import the learner library (``fp16lab.train``, ``fp16lab.timing``, ...), never the reverse, and never
+the course (which imports them).
 A lesson imports its lab by name, so its reader knows which file to open:
 
+- :mod:`fp16lab.labs.runtime`: what every lab runs on (quick mode, results files, run metadata, messages
+  in the learner's language); the course imports it, it imports neither the course nor another lab
 - :mod:`fp16lab.labs.setup`: lesson 00 (matmul throughput in interleaved rounds, the tie verdict)
 - :mod:`fp16lab.labs.gradients`: lesson 01 (the fp32 MLP whose gradients are put on fp16's number line)
 - :mod:`fp16lab.labs.alignment`: lesson 03 (variants timed in interleaved rounds, tie verdicts, 4090D figures)

@@ -8,7 +8,7 @@ card from cited figures (:func:`expected_overhead_ratio`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import pandas as pd
 import torch
@@ -54,10 +54,16 @@ def measure_train_overhead(device: torch.device, batch: int, *, fused: bool, lab
     def fit_step() -> None:
         train_step(model, opt, scaler, [(x, y)], precision="fp16", device=device, channels_last=True)
 
+    def steps_of(step: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            for _ in range(window):
+                step()
+        return run
+
     rows = []
     for r in range(rounds):
         for name, step in zip(LOOPS, (hand_step, fit_step), strict=True):
-            t = time_fn(lambda step=step: [step() for _ in range(window)], warmup=1, min_run_time=min_run_time)
+            t = time_fn(steps_of(step), warmup=1, min_run_time=min_run_time)
             rows.append({"loop": name, "round": r, "samples_per_s": batch * window / t.median_s,
                          "spread": t.spread, "batch": batch, "image_size": image_size, "precision": "fp16",
                          "memory_format": "channels_last", "optimizer": f"Adam(fused={fused})", "gpu": label})

@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import torch
 
-from fp16lab.course.i18n import tr
+from fp16lab.labs.runtime.i18n import tr
 from fp16lab.precision import fp16_accumulation
 from fp16lab.timing import matmul_tflops
 

@@ -2,7 +2,7 @@
 
 One module per lesson (``fp16lab.course.answers.l07``); each check function takes the learner's
 values, compares them with what it computes itself, and ends in :func:`verdict`. Every hint and
-verdict goes through :func:`fp16lab.course.i18n.tr`, so ``FP16LAB_LANG=zh`` shows them in Chinese.
+verdict goes through :func:`fp16lab.labs.runtime.i18n.tr`, so ``FP16LAB_LANG=zh`` shows them in Chinese.
 
 A wrong answer raises :class:`WrongAnswer`. Jupyter (IPython) renders it through its
 ``_render_traceback_``: the learner sees the hint alone, not a traceback whose source lines would show
@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import NoReturn
 
 from fp16lab.checks import text
-from fp16lab.course.i18n import tr
+from fp16lab.labs.runtime.i18n import tr
 
 __all__ = ["WrongAnswer", "verdict", "require", "cannot_check"]
 

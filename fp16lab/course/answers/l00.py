@@ -9,8 +9,8 @@ import pandas as pd
 import torch
 
 from fp16lab.course.answers import cannot_check, require, verdict
-from fp16lab.course.i18n import tr
 from fp16lab.hardware import PEAK_TFLOPS, Peak, chip_features
+from fp16lab.labs.runtime.i18n import tr
 
 __all__ = ["check_tolerance", "check_fp16_accumulation", "check_classroom", "HIDDEN_ROOM", "HIDDEN_PEAKS"]
 

@@ -14,7 +14,7 @@ from typing import cast
 import torch
 
 from fp16lab.course.answers import cannot_check, require, verdict
-from fp16lab.course.i18n import tr
+from fp16lab.labs.runtime.i18n import tr
 from fp16lab.numerics import cast_stats, format_info
 
 __all__ = ["FLUSH_LIMIT", "RANGES", "check_storage", "check_static_scale", "check_decisions"]

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from fp16lab.course.answers import cannot_check, require, verdict
-from fp16lab.course.i18n import tr
+from fp16lab.labs.runtime.i18n import tr
 from fp16lab.precision import autocast
 
 __all__ = ["check_fixed_loop", "check_first_applied", "check_resume_by_hand"]

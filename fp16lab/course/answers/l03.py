@@ -11,9 +11,9 @@ from torch import nn
 
 from fp16lab.align import audit
 from fp16lab.course.answers import cannot_check, require, verdict
-from fp16lab.course.i18n import tr
 from fp16lab.hardware import PROFILES, chip_features
 from fp16lab.labs.alignment import summarize
+from fp16lab.labs.runtime.i18n import tr
 
 __all__ = ["check_padded_copy", "check_card_audit", "check_layout_choice", "card_precision"]
 

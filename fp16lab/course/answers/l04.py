@@ -12,8 +12,8 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from fp16lab.course.answers import WrongAnswer, cannot_check, require, verdict
-from fp16lab.course.i18n import tr
 from fp16lab.debug import FP16_MAX, dtype_trace
+from fp16lab.labs.runtime.i18n import tr
 from fp16lab.precision import autocast
 
 _CASTS = {torch.ops.aten._to_copy, torch.ops.aten.copy_, torch.ops.aten.clone, torch.ops.aten.detach,

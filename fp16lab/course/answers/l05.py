@@ -9,8 +9,8 @@ import pandas as pd
 import torch
 
 from fp16lab.course.answers import cannot_check, require, verdict
-from fp16lab.course.i18n import tr
 from fp16lab.labs.memory.allocator import track_tensor_memory
+from fp16lab.labs.runtime.i18n import tr
 
 __all__ = ["check_batch_plan", "check_lean", "check_gated"]
 

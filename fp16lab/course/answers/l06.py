@@ -12,9 +12,9 @@ from typing import Any
 import pandas as pd
 
 from fp16lab.course.answers import verdict
-from fp16lab.course.i18n import tr
 from fp16lab.labs.benchmark import COMPILED, CONFIGS, RECOMMENDED
 from fp16lab.labs.benchmark.analysis import ratio_values, summarise
+from fp16lab.labs.runtime.i18n import tr
 
 __all__ = ["eager_candidates", "check_like_for_like", "check_round_ratio", "check_compile_decision"]
 

@@ -14,8 +14,8 @@ import torch
 from torch import nn
 
 from fp16lab.course.answers import verdict
-from fp16lab.course.i18n import tr
 from fp16lab.hardware import PROFILES
+from fp16lab.labs.runtime.i18n import tr
 from fp16lab.precision import autocast
 
 

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from fp16lab.course.answers import WrongAnswer, require, verdict
-from fp16lab.course.i18n import tr
+from fp16lab.labs.runtime.i18n import tr
 
 __all__ = ["SHORT_CALLS", "LONG_CALLS", "PLAN_OPTIONS", "PLAN_CARDS", "check_batch_for_budget",
            "check_graph_method", "check_card_plan"]
@@ -31,8 +31,8 @@ _TOLERANCE = 0.01  # of FP32's largest |output|
 
 def _expected_precision(device: str) -> str:
     """Exercise 1's EX_PRECISION, from the same rule as the lesson: FP32 in quick mode, else BF16 where native."""
-    from fp16lab.course.runtime.quick import pick
     from fp16lab.labs.inference.infer import supports
+    from fp16lab.labs.runtime.quick import pick
 
     return pick(quick="fp32", full="bf16" if supports("bf16", device) else "fp16")
 

@@ -11,7 +11,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from fp16lab.course.answers import WrongAnswer, cannot_check, require, verdict
-from fp16lab.course.i18n import tr
+from fp16lab.labs.runtime.i18n import tr
 
 __all__ = ["check_rowwise", "check_layer_choice", "check_margin", "check_fp8_mm", "TIE"]
 

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fp16lab.course.answers import cannot_check, require, verdict
-from fp16lab.course.i18n import tr
+from fp16lab.labs.runtime.i18n import tr
 
 __all__ = ["TEN_GBE_BYTES_PER_S", "check_ddp_by_hand", "check_wire_dtype", "check_flushed", "check_fsdp_choice",
            "check_fsdp_job"]

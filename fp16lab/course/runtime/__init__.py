@@ -1,6 +1,6 @@
-"""The course's run-time: what lessons and labs read, not what a learner reuses.
+"""The lessons' import path for the labs' run-time, which lives in :mod:`fp16lab.labs.runtime`.
 
-- :mod:`~fp16lab.course.runtime.quick`: quick mode, the one switch for problem sizes (``pick``, ``live_gpu``)
-- :mod:`~fp16lab.course.runtime.results`: result files with their metadata, "measure here or show the
-  committed reference" (``measure_or_reference``)
+The lessons' code cells import ``fp16lab.course.runtime.quick`` and ``fp16lab.course.runtime.results``;
+these two modules only re-export the labs' modules of the same names (the code exists once, below the
+labs, so that labs never import the course).
 """

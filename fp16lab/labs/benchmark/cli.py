@@ -11,7 +11,6 @@ from typing import Any
 import pandas as pd
 import torch
 
-from fp16lab.course.runtime.quick import is_quick, pick
 from fp16lab.labs.benchmark.configs import (
     ARTICLE_CLAIM,
     COMPARISON,
@@ -26,6 +25,7 @@ from fp16lab.labs.benchmark.configs import (
 )
 from fp16lab.labs.benchmark.report import BenchResult, plot_results, profile_table, readme_section
 from fp16lab.labs.benchmark.run import run_benchmark
+from fp16lab.labs.runtime.quick import is_quick, pick
 
 __all__ = ["add_bench_parser", "REFERENCE", "COMPILE_MODE_TIMEOUT_S"]
 
@@ -45,8 +45,8 @@ new measurement starts after 480 s and a compile gets at most 150 s, so it ends 
 
 
 def _reference_output(model: str, dev: torch.device) -> Path:
-    from fp16lab.course.runtime.results import RESULTS_DIR
     from fp16lab.hardware import gpu_facts, peak_for
+    from fp16lab.labs.runtime.results import RESULTS_DIR
 
     facts = gpu_facts(dev) if dev.type == "cuda" else None
     if facts is None:
@@ -100,8 +100,8 @@ def _run_kwargs(args: argparse.Namespace, dev: torch.device) -> dict[str, Any]:
 
 
 def _bench_cli(args: argparse.Namespace) -> int:
-    from fp16lab.course.runtime.results import output_path
     from fp16lab.device import choose_device
+    from fp16lab.labs.runtime.results import output_path
 
     try:
         if args.readme_from:
@@ -132,7 +132,7 @@ def _bench_cli(args: argparse.Namespace) -> int:
 
 
 def _announce(dev: torch.device, kwargs: dict[str, Any]) -> dict[str, Any]:
-    from fp16lab.course.runtime.quick import mode
+    from fp16lab.labs.runtime.quick import mode
 
     print(mode())
     if dev.type != "cuda":

@@ -19,8 +19,8 @@ import torch
 from torch import nn
 
 from fp16lab.checks import boolean, distinct, instance, non_negative_int, one_of, positive_int, sequence_of
-from fp16lab.course.runtime.quick import pick
 from fp16lab.device import parse_device
+from fp16lab.labs.runtime.quick import pick
 from fp16lab.precision import Precision, parse_precision
 
 __all__ = [

@@ -12,7 +12,6 @@ import pandas as pd
 
 from fp16lab.checks import existing_path, instance, one_of, positive_int, text
 from fp16lab.checks import path as _path
-from fp16lab.course.runtime.results import load_results, save_results
 from fp16lab.labs.benchmark.analysis import check_frame, ratio_values, summarise, targets_table
 from fp16lab.labs.benchmark.configs import (
     ARTICLE_CLAIM,
@@ -23,6 +22,7 @@ from fp16lab.labs.benchmark.configs import (
     validate_output,
 )
 from fp16lab.labs.benchmark.profile import IDLE
+from fp16lab.labs.runtime.results import load_results, save_results
 
 __all__ = [
     "BenchResult",
@@ -96,8 +96,8 @@ class BenchResult:
     @classmethod
     def reference(cls, name: str) -> BenchResult | None:
         """The committed GPU reference ``results/<name>.json``, printed with where it was measured;
-        None (with a notice) while it has not been recorded (:func:`fp16lab.course.runtime.results.load_reference`)."""
-        from fp16lab.course.runtime.results import load_reference
+        None (with a notice) while it has not been recorded (:func:`fp16lab.labs.runtime.results.load_reference`)."""
+        from fp16lab.labs.runtime.results import load_reference
 
         frame, meta = load_reference(name)
         return None if frame is None or meta is None else cls(_current_labels(_numeric(frame)), meta)

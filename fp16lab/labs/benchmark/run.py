@@ -16,7 +16,6 @@ import pandas as pd
 import torch
 
 from fp16lab.checks import boolean, distinct, instance, one_of, positive_float, positive_int, sequence_of
-from fp16lab.course.runtime.results import metadata_json
 from fp16lab.device import choose_device, free_memory
 from fp16lab.labs.benchmark.analysis import FLOP_METHOD, add_mfu, model_flops, targets_table
 from fp16lab.labs.benchmark.configs import (
@@ -49,6 +48,7 @@ from fp16lab.labs.benchmark.measure import (
     time_box,
 )
 from fp16lab.labs.benchmark.report import BenchResult
+from fp16lab.labs.runtime.results import metadata_json
 from fp16lab.precision import parse_precision
 
 __all__ = ["Plan", "compile_modes_arg", "make_plan", "run_benchmark"]
@@ -194,8 +194,8 @@ def _peak_and_flops(plan: Plan) -> dict[str, Any]:
 
 
 def _metadata(plan: Plan, extra: dict[str, Any] | None) -> dict[str, Any]:
-    from fp16lab.course.env import run_metadata
-    from fp16lab.course.runtime.quick import is_quick
+    from fp16lab.labs.runtime.metadata import run_metadata
+    from fp16lab.labs.runtime.quick import is_quick
 
     every = [*plan.comparison, *[c for c, _ in plan.sweep], *plan.explore]
     meta = run_metadata(plan.dev)

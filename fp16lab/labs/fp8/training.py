@@ -30,11 +30,11 @@ from fp16lab.checks import (
     sequence_of,
     text,
 )
-from fp16lab.course.runtime.results import Measured, load_reference, measure_or_reference
 from fp16lab.data import SyntheticLanguage
 from fp16lab.device import OOM_ERRORS, free_memory, model_device, resolve_device
 from fp16lab.labs.fp8.layers import RECIPES, Fp8Filter, filter_fn_of, to_fp8_training, torchao_status
 from fp16lab.labs.fp8.matmul import fp8_capable
+from fp16lab.labs.runtime.results import Measured, load_reference, measure_or_reference
 from fp16lab.labs.transformers.lm import lm_throughput, train_lm
 from fp16lab.precision import autocast, parse_precision
 from fp16lab.timing import time_fn
@@ -95,13 +95,13 @@ def fp8_measure(
 ) -> Measured:
     """Measure an FP8 effect here, or show the committed reference ``results/<name>.json`` with a reason.
 
-    ``gpu_only=True`` (speeds, CUDA memory): measured only where :func:`fp16lab.course.runtime.quick.live_gpu`
+    ``gpu_only=True`` (speeds, CUDA memory): measured only where :func:`fp16lab.labs.runtime.quick.live_gpu`
     holds *and* the GPU has FP8 (sm_89+) *and* (``needs_torchao``) torchao imports; a GPU without
     FP8 or without torchao gets a one-line statement, then the reference, never a traceback.
     ``gpu_only=False`` (numerics, loss curves): measured on any device that runs FP8 (the CPU too,
     at quick-mode sizes), saved as the reference only in a live GPU run.
     """
-    from fp16lab.course.runtime.quick import live_gpu
+    from fp16lab.labs.runtime.quick import live_gpu
 
     text("name", name)
     function("measure", measure, "a function of no arguments returning a DataFrame", n_args=0)
@@ -123,7 +123,7 @@ def fp8_measure(
     if gpu_only or live_gpu():
         return measure_or_reference(name, measure)  # live GPU: measured and saved
     frame = measure()
-    from fp16lab.course.env import run_metadata
+    from fp16lab.labs.runtime.metadata import run_metadata
 
     return Measured(frame, run_metadata(dev), live=True)
 

@@ -116,7 +116,7 @@ def run_script(script_args: Sequence[str], nproc: int = 2, timeout: float = 600.
 
 def reference_runs() -> dict[str, dict[str, Any]]:
     """The committed multi-GPU reference runs, ``results/multi_gpu_<name>.json``, by name (may be empty)."""
-    from fp16lab.course.runtime.results import RESULTS_DIR
+    from fp16lab.labs.runtime.results import RESULTS_DIR
 
     return {p.stem.removeprefix("multi_gpu_"): json.loads(p.read_text())
             for p in sorted(Path(RESULTS_DIR).glob("multi_gpu_*.json"))}

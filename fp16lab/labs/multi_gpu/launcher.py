@@ -76,7 +76,7 @@ class World:
     def pick(self, quick: Any, full: Any) -> Any:
         """Sizes for this world: ``config.pick(quick, full)`` on GPU ranks, ``quick`` on CPU ranks
         (full sizes in half precision on CPU processes would take hours)."""
-        from fp16lab.course.runtime.quick import pick
+        from fp16lab.labs.runtime.quick import pick
 
         return pick(quick, full) if self.device_type == "cuda" else quick
 
@@ -126,7 +126,7 @@ def check_world(world_size: object = 2, backend: object = "gloo") -> World:
 def lesson_world() -> World:
     """The world the lesson runs on: every GPU on NCCL in full mode with 2+ GPUs, else 2 CPU
     processes on gloo (quick mode, or a machine with fewer than two GPUs)."""
-    from fp16lab.course.runtime.quick import is_quick
+    from fp16lab.labs.runtime.quick import is_quick
 
     if not is_quick() and torch.cuda.is_available() and torch.cuda.device_count() >= 2 and dist.is_nccl_available():
         return check_world(torch.cuda.device_count(), "nccl")

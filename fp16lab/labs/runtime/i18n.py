@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from fp16lab import checks
-from fp16lab.course.i18n_hints import HINTS
+from fp16lab.labs.runtime.i18n_hints import HINTS
 
 __all__ = ["LANG_ENV", "LANGUAGES", "check_lang", "language", "tr", "ZH"]
 
@@ -49,7 +49,7 @@ def tr(msgid: str, /, *, lang: str | None = None, **fields: object) -> str:
     return text.format(**fields) if fields else text
 
 
-# The Chinese catalogue, keyed by the English msgid (the exercise hints in fp16lab/course/i18n_hints.py). Terms: notebooks/zh/README.md's 术语表.
+# The Chinese catalogue, keyed by the English msgid (the exercise hints in fp16lab/labs/runtime/i18n_hints.py). Terms: notebooks/zh/README.md's 术语表.
 ZH: dict[str, str] = {
     **HINTS,
     # -- the doctor (fp16lab/course/env.py): the words OK/WARN/FAIL stay ---------------------------------------

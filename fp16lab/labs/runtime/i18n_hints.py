@@ -1,6 +1,6 @@
 """The Chinese catalogue's exercise verdicts and hints (fp16lab/course/answers), one block per lesson.
 
-Part of :data:`fp16lab.course.i18n.ZH` (kept apart so that each file stays readable); same rules: keyed by the
+Part of :data:`fp16lab.labs.runtime.i18n.ZH` (kept apart so that each file stays readable); same rules: keyed by the
 English msgid, the same ``{fields}``, terms from notebooks/zh/README.md's 术语表.
 """
 
