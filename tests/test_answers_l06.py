@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fp16lab.course.answers import l06
+from fp16lab.course.answers import WrongAnswer, l06
 from fp16lab.labs.benchmark import COMPILED, CONFIGS, RECOMMENDED, BenchResult, BenchSettings, run_benchmark
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,7 +70,7 @@ def test_every_wrong_answer_is_rejected_with_a_hint(number, evidence, rounds):
     for wrong in _solutions()[number - 1]["metadata"]["wrong_answers"]:
         ns = _namespace(evidence, rounds)
         exec(wrong, ns)
-        with pytest.raises(AssertionError, match=r"\w{4,}"):
+        with pytest.raises(WrongAnswer, match=r"\w{4,}"):
             _check(number, ns)
 
 
@@ -81,30 +81,30 @@ def test_the_hints_name_the_mistakes(evidence, rounds):
     med, sp, _ = summarise(values)
     inv = summarise([1 / v for v in values])[0]
     expected = "tie" if abs(med - 1) <= sp else ("bf16_cl" if med > 1 else "fp16_cl")
-    with pytest.raises(AssertionError, match="like for like"):
+    with pytest.raises(WrongAnswer, match="like for like"):
         l06.check_like_for_like("fp16_cl_fused", med, sp, f)
-    with pytest.raises(AssertionError, match="upside down"):
+    with pytest.raises(WrongAnswer, match="upside down"):
         l06.check_like_for_like(expected, inv, sp, f)
-    with pytest.raises(AssertionError, match="call it a tie" if expected == "tie" else "not a tie"):
+    with pytest.raises(WrongAnswer, match="call it a tie" if expected == "tie" else "not a tie"):
         l06.check_like_for_like("bf16_cl" if expected == "tie" else "tie", med, sp, f)
     if expected == "fp16_cl":
-        with pytest.raises(AssertionError, match="do not follow the guide"):
+        with pytest.raises(WrongAnswer, match="do not follow the guide"):
             l06.check_like_for_like("bf16_cl", med, sp, f)
-    with pytest.raises(AssertionError, match="assign choice"):
+    with pytest.raises(WrongAnswer, match="assign choice"):
         l06.check_like_for_like(None, None, None, f)
     rep = rounds.frame[rounds.frame["part"] == "repeat"].pivot(index="round", columns="config", values="img_per_s")
     ratios = rep["bf16_cl"] / rep["fp32_default"]
     med = float(ratios.median())
-    with pytest.raises(AssertionError, match="not the standard deviation"):
+    with pytest.raises(WrongAnswer, match="not the standard deviation"):
         l06.check_round_ratio(med, float(ratios.std()), rounds.frame, "bf16_cl", "fp32_default")
     medians = rep.median()
     if not math.isclose(medians["bf16_cl"] / medians["fp32_default"], med, rel_tol=1e-9):
-        with pytest.raises(AssertionError, match="ratio of the two medians"):
+        with pytest.raises(WrongAnswer, match="ratio of the two medians"):
             l06.check_round_ratio(medians["bf16_cl"] / medians["fp32_default"], 0.0, rounds.frame, "bf16_cl",
                                   "fp32_default")
-    with pytest.raises(AssertionError, match="both first steps count"):
+    with pytest.raises(WrongAnswer, match="both first steps count"):
         l06.check_compile_decision(0.0, True, True, f, 100, 450_000)
-    with pytest.raises(AssertionError, match="True or False"):
+    with pytest.raises(WrongAnswer, match="True or False"):
         l06.check_compile_decision(1.0, "yes", True, f, 100, 450_000)
 
 
@@ -114,5 +114,5 @@ def test_a_compile_that_is_not_faster_never_breaks_even(evidence):
     compiled = (f["config"] == COMPILED) & (f["part"] == "comparison")
     f.loc[compiled, "img_per_s"] = float(f.loc[recipe, "img_per_s"].iloc[0]) * 0.9
     l06.check_compile_decision(math.inf, False, False, f, 100, 450_000)
-    with pytest.raises(AssertionError, match="never breaks even"):
+    with pytest.raises(WrongAnswer, match="never breaks even"):
         l06.check_compile_decision(1000.0, False, True, f, 100, 450_000)

@@ -35,3 +35,22 @@ def test_a_kernel_shows_the_hint_alone(tmp_path):
     assert len(errors) == 1 and errors[0].ename == "WrongAnswer"
     assert errors[0].traceback == ["✗ Hint: count the bias too"]
     assert "secret_expected" not in str(nb.cells[0].outputs)
+
+
+def test_no_check_raises_a_plain_assertion_error():
+    """A plain ``AssertionError`` raised by a check prints a traceback through the checker, answer and all.
+
+    (Bare ``assert`` statements there only narrow types for mypy after a ``require`` has checked the same.)
+    """
+    import ast
+    from pathlib import Path
+
+    import fp16lab.course.answers as answers
+
+    found = []
+    for path in sorted(Path(answers.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and \
+                    getattr(node.exc.func, "id", None) == "AssertionError":
+                found.append(f"{path.name}:{node.lineno} raise AssertionError")
+    assert not found, f"use require/verdict/WrongAnswer so a wrong answer shows its hint alone: {found}"

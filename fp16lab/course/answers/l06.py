@@ -11,18 +11,13 @@ from typing import Any
 
 import pandas as pd
 
-from fp16lab.course.answers import verdict
+from fp16lab.course.answers import WrongAnswer, require, verdict
 from fp16lab.labs.benchmark import COMPILED, CONFIGS, RECOMMENDED
 from fp16lab.labs.benchmark.analysis import ratio_values, summarise
 from fp16lab.labs.runtime.i18n import tr
 
 __all__ = ["eager_candidates", "check_like_for_like", "check_round_ratio", "check_compile_decision"]
 
-
-def _need(ok: bool, hint: str) -> None:
-    """Stop with ``hint`` when a step of the answer is wrong (the verdict is printed once, at the end)."""
-    if not ok:
-        raise AssertionError(hint)
 
 
 def _close(a: object, b: float, rel: float = 1e-3) -> bool:
@@ -49,13 +44,13 @@ def eager_candidates(frame: pd.DataFrame) -> pd.Series:
 
 def check_like_for_like(choice: Any, ratio: Any, spread: Any, frame: pd.DataFrame) -> None:
     """Exercise 1: ``bf16_cl`` against ``fp16_cl`` (they differ in precision alone), judged against the rounds' spread."""
-    _need(choice is not None and ratio is not None and spread is not None,
+    require(choice is not None and ratio is not None and spread is not None,
           tr("assign choice (fp16_cl, bf16_cl or tie), ratio and spread (numbers)"))
-    _need(not (isinstance(choice, str) and choice in CONFIGS and choice not in ("fp16_cl", "bf16_cl")),
+    require(not (isinstance(choice, str) and choice in CONFIGS and choice not in ("fp16_cl", "bf16_cl")),
           tr("like for like: that row also changes the optimizer, the layout, the loop or adds a compile; "
              "compare the two rows that differ in precision alone"))
     values, source = ratio_values(frame, "bf16_cl", "fp16_cl")
-    _need(source == "interleaved rounds",
+    require(source == "interleaved rounds",
           tr("this run has no interleaved rounds of both {num} and {den}", num="bf16_cl", den="fp16_cl"))
     med, sp, _ = summarise(values)
     if not _close(ratio, med, 1e-6):
@@ -64,8 +59,8 @@ def check_like_for_like(choice: Any, ratio: Any, spread: Any, frame: pd.DataFram
                 if _close(ratio, summarise(inverse)[0], 1e-6) else
                 tr("ratio: the median of the per-round ratios bf16_cl / fp16_cl of the interleaved rounds "
                    "(part 'repeat'), not one run's figures"))
-        raise AssertionError(hint)
-    _need(_close(spread, sp, 1e-6) or (sp == 0 and spread == 0),
+        raise WrongAnswer(hint)
+    require(_close(spread, sp, 1e-6) or (sp == 0 and spread == 0),
           tr("spread: the largest |round ratio - median| of those ratios"))
     expected = "tie" if abs(med - 1) <= sp else ("bf16_cl" if med > 1 else "fp16_cl")
     hint = (tr("the difference is inside the spread: call it a tie") if expected == "tie" else
@@ -77,9 +72,9 @@ def check_like_for_like(choice: Any, ratio: Any, spread: Any, frame: pd.DataFram
 
 def check_round_ratio(ratio_median: Any, ratio_spread: Any, frame: pd.DataFrame, num: str, den: str) -> None:
     """Exercise 2: the median of the per-round ratios ``num / den`` and its spread."""
-    _need(ratio_median is not None and ratio_spread is not None, tr("assign ratio_median and ratio_spread"))
+    require(ratio_median is not None and ratio_spread is not None, tr("assign ratio_median and ratio_spread"))
     values, source = ratio_values(frame, num, den)
-    _need(source == "interleaved rounds", tr("this run has no interleaved rounds of both {num} and {den}",
+    require(source == "interleaved rounds", tr("this run has no interleaved rounds of both {num} and {den}",
                                                 num=num, den=den))
     med, spread, _ = summarise(values)
     if not _close(ratio_median, med, 1e-9):
@@ -88,7 +83,7 @@ def check_round_ratio(ratio_median: Any, ratio_spread: Any, frame: pd.DataFrame,
                 if _close(ratio_median, float(rep[num] / rep[den]), 1e-9) else
                 tr("ratio_median: divide num by den within each round, then take the median (not the mean) of "
                    "those ratios"))
-        raise AssertionError(hint)
+        raise WrongAnswer(hint)
     verdict(_close(ratio_spread, spread, 1e-9) or (spread == 0 and ratio_spread == 0),
             tr("ratio_spread: the largest |round ratio - median| (not the standard deviation, not max - min)"))
 
@@ -97,7 +92,7 @@ def _break_even(frame: pd.DataFrame) -> tuple[float, int]:
     """Steps after which the compiled recipe's faster steps have paid for its longer first step."""
     comp = _comparison(frame)
     for name in (RECOMMENDED, COMPILED):
-        _need(name in comp.index, tr("this run has no {name} row: use the lesson's `evidence`", name=name))
+        require(name in comp.index, tr("this run has no {name} row: use the lesson's `evidence`", name=name))
     batch = int(comp.loc[RECOMMENDED, "batch_size"])
     saved = batch / float(comp.loc[RECOMMENDED, "img_per_s"]) - batch / float(comp.loc[COMPILED, "img_per_s"])
     extra = float(comp.loc[COMPILED, "first_step_s"]) - float(comp.loc[RECOMMENDED, "first_step_s"])
@@ -107,16 +102,16 @@ def _break_even(frame: pd.DataFrame) -> tuple[float, int]:
 def check_compile_decision(break_even_steps: Any, compile_short: Any, compile_long: Any, frame: pd.DataFrame,
                            short_steps: int, long_steps: int) -> None:
     """Exercise 3: the compiled recipe's break-even in steps, and whether to compile each job."""
-    _need(None not in (break_even_steps, compile_short, compile_long),
+    require(None not in (break_even_steps, compile_short, compile_long),
             tr("assign break_even_steps (a number), compile_short and compile_long (True or False)"))
     steps, _ = _break_even(frame)
-    _need(isinstance(compile_short, bool) and isinstance(compile_long, bool),
+    require(isinstance(compile_short, bool) and isinstance(compile_long, bool),
             tr("compile_short and compile_long are decisions: True or False"))
     if math.isinf(steps):
-        _need(break_even_steps == math.inf, tr("the compiled recipe is not faster per step here: it never breaks even "
+        require(break_even_steps == math.inf, tr("the compiled recipe is not faster per step here: it never breaks even "
                                               "(break_even_steps = math.inf)"))
     else:
-        _need(_close(break_even_steps, steps, 1e-6),
+        require(_close(break_even_steps, steps, 1e-6),
                 tr("break_even_steps: (compiled first step s - recipe first step s) / (seconds a step saves), "
                 "with a step's seconds = batch / images per second; both first steps count"))
     verdict(compile_short == (short_steps > steps) and compile_long == (long_steps > steps),

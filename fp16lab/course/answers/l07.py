@@ -13,16 +13,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from fp16lab.course.answers import verdict
+from fp16lab.course.answers import require, verdict
 from fp16lab.hardware import PROFILES
 from fp16lab.labs.runtime.i18n import tr
 from fp16lab.precision import autocast
-
-
-def _need(ok: bool, hint: str) -> None:
-    """Stop the check with ``hint`` (the verdict) when ``ok`` is false; print nothing when it holds."""
-    if not ok:
-        verdict(False, hint)
 
 __all__ = ["check_attention", "check_budget", "check_t4_choice", "BUDGET", "T4_OPTIONS"]
 
@@ -51,39 +45,39 @@ def _case(device: torch.device, magnitude: float, self_keys: bool, seed: int) ->
 
 def _run(fn: Any, case: Case) -> torch.Tensor:
     out = fn(*case)
-    _need(isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(case[2].shape),
+    require(isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(case[2].shape),
             tr("return a tensor shaped like v: (tokens, d)"))
-    _need(out.dtype == case[2].dtype, tr("return the inputs' dtype ({want}), not {got}: cast back at the end",
+    require(out.dtype == case[2].dtype, tr("return the inputs' dtype ({want}), not {got}: cast back at the end",
                                          want=case[2].dtype, got=out.dtype))
     return out.float()
 
 
 def check_attention(fn: Any, device: "torch.device | str" = "cpu") -> None:
     """Exercise 1: ``fn(q, k, v, keep)`` is finite in FP16 and matches FP32 attention on every row with a key."""
-    _need(callable(fn), tr("write a function (q, k, v, keep) -> tensor and assign it to fixed_attention"))
+    require(callable(fn), tr("write a function (q, k, v, keep) -> tensor and assign it to fixed_attention"))
     dev = torch.device(device)
     # scores/sqrt(d) of order 1: the softmax is spread, so the 1/sqrt(d) scale changes the result
     case = _case(dev, 1.0, False, seed=3)
     out = _run(fn, case)
-    _need(bool(torch.isfinite(out).all()),
+    require(bool(torch.isfinite(out).all()),
             tr("inf/NaN on the last row, a query with no key to attend to: fill masked scores with a finite "
             "value (torch.finfo(scores.dtype).min), not -inf"))
     d = case[0].shape[-1]
     err = (out[:-1] - _attention_fp32(*case, d**-0.5)[:-1]).abs().max().item()
     unscaled = (out[:-1] - _attention_fp32(*case, 1.0)[:-1]).abs().max().item()
-    _need(err < 0.02 or unscaled >= 0.02, tr("finite, but this is attention without the 1/sqrt(d) scale: is it there?"))
-    _need(err < 0.02, tr("finite, but {err:.3g} away from FP32 attention on the rows that have keys: is the mask "
+    require(err < 0.02 or unscaled >= 0.02, tr("finite, but this is attention without the 1/sqrt(d) scale: is it there?"))
+    require(err < 0.02, tr("finite, but {err:.3g} away from FP32 attention on the rows that have keys: is the mask "
                          "the right way round (keep is True where a query may attend), and the softmax over the keys "
                          "(dim=-1)?", err=err))
     # magnitude 40, k = q: q @ k^T reaches 64 * 40^2 = 102 400, past FP16's 65 504, unless q is scaled first
     case = _case(dev, 40.0, True, seed=4)
     out = _run(fn, case)
-    _need(bool(torch.isfinite(out).all()),
+    require(bool(torch.isfinite(out).all()),
             tr("inf/NaN for inputs of magnitude 40: q @ k^T overflows FP16 (65 504) before any later scale; "
             "scale q by 1/sqrt(d) before the product"))
     ref = _attention_fp32(*case, d**-0.5)[:-1]
     err = (out[:-1] - ref).abs().max().item()
-    _need(err < 0.02 * ref.abs().max().item(), tr("finite, but {err:.3g} away from FP32 attention for inputs of magnitude 40", err=err))
+    require(err < 0.02 * ref.abs().max().item(), tr("finite, but {err:.3g} away from FP32 attention for inputs of magnitude 40", err=err))
     verdict(True, "")
 
 
@@ -99,22 +93,22 @@ _LOSES_UPDATES = ("16-bit weights, torch AdamW", "16-bit weights, AdamW16 neares
 
 def check_budget(choice: Any, state_gib: Any, memory_table: Any) -> None:
     """Exercise 2: a setup of ``memory_table`` that fits ``BUDGET`` and keeps every update; its state in GiB."""
-    _need(choice is not None and state_gib is not None, tr("assign both choice and state_gib"))
+    require(choice is not None and state_gib is not None, tr("assign both choice and state_gib"))
     rows = list(getattr(memory_table, "index", []))
-    _need(choice in rows, tr("choice must be one of memory_table's row names: {rows}", rows=rows))
+    require(choice in rows, tr("choice must be one of memory_table's row names: {rows}", rows=rows))
     per_param = float(memory_table.loc[choice, "total bytes/param"])
     need = BUDGET["params"] * per_param / 2**30
-    _need(isinstance(state_gib, (int, float)) and not isinstance(state_gib, bool) and math.isfinite(state_gib),
+    require(isinstance(state_gib, (int, float)) and not isinstance(state_gib, bool) and math.isfinite(state_gib),
             tr("state_gib must be a number: GiB of weights, gradients and optimizer state of your choice"))
-    _need(abs(state_gib / need - 2**30 / 1e9) > 0.01, tr("state_gib looks like GB: 1 GiB is 2**30 bytes, not 1e9"))
-    _need(abs(state_gib / need - 1) < 0.01,
+    require(abs(state_gib / need - 2**30 / 1e9) > 0.01, tr("state_gib looks like GB: 1 GiB is 2**30 bytes, not 1e9"))
+    require(abs(state_gib / need - 1) < 0.01,
             tr("state_gib: parameters times that setup's total bytes/param (memory_table), in GiB (2**30 bytes)"))
     card_gib = BUDGET["card_bytes"] / 2**30
-    _need(need + BUDGET["activations_gib"] + BUDGET["reserve_gib"] <= card_gib,
+    require(need + BUDGET["activations_gib"] + BUDGET["reserve_gib"] <= card_gib,
             tr("{choice!r} does not fit: its state plus the {act:g} GiB of activations and the {res:g} GiB reserve "
                "(CUDA context, cuBLAS workspace, fragmentation) is more than the card's {card:.2f} GiB",
                choice=choice, act=BUDGET["activations_gib"], res=BUDGET["reserve_gib"], card=card_gib))
-    _need(choice not in _LOSES_UPDATES,
+    require(choice not in _LOSES_UPDATES,
             tr("{choice!r} fits, but rounds each update to the nearest 16-bit weight: section 4 showed those "
                "updates lost. Pick a setup that keeps them", choice=choice))
     verdict(True, "")
@@ -127,27 +121,27 @@ T4_OPTIONS = ("fp32", "fp16 weights (.half())", "fp16 autocast, FP32 weights", "
 
 def check_t4_choice(t4_choice: Any, t4_logits: Any, model: nn.Module, tokens: torch.Tensor) -> None:
     """Exercise 3: the T4 option with 16-bit matmuls, native there, finite on ``model``; and its logits."""
-    _need(t4_choice is not None and t4_logits is not None, tr("assign both t4_choice and t4_logits"))
-    _need(t4_choice in T4_OPTIONS, tr("t4_choice must be one of {options}", options=T4_OPTIONS))
-    _need(t4_choice != "fp32", tr("fp32 is finite, but runs no 16-bit matmul: the T4's Tensor Cores stay idle"))
-    _need(t4_choice != "bf16 weights",
+    require(t4_choice is not None and t4_logits is not None, tr("assign both t4_choice and t4_logits"))
+    require(t4_choice in T4_OPTIONS, tr("t4_choice must be one of {options}", options=T4_OPTIONS))
+    require(t4_choice != "fp32", tr("fp32 is finite, but runs no 16-bit matmul: the T4's Tensor Cores stay idle"))
+    require(t4_choice != "bf16 weights",
             tr("bf16 is finite, but a T4 (sm_75) has no native BF16: chip_features(t4.capability) says so"))
-    _need(isinstance(t4_logits, torch.Tensor), tr("t4_logits must be the logits tensor of your choice, run on tokens"))
-    _need(bool(torch.isfinite(t4_logits.float()).all()),
+    require(isinstance(t4_logits, torch.Tensor), tr("t4_logits must be the logits tensor of your choice, run on tokens"))
+    require(bool(torch.isfinite(t4_logits.float()).all()),
             tr("t4_logits hold inf/NaN: run first_nonfinite on that option; a residual stream past 65 504 needs FP32"))
-    _need(t4_choice == "fp16 autocast, FP32 weights",
+    require(t4_choice == "fp16 autocast, FP32 weights",
             tr("{choice!r} overflows on this model: first_nonfinite(copy.deepcopy(ex_deep).half(), tokens, "
                "'fp32') names the block", choice=t4_choice))
-    _need(t4_logits.dtype == torch.float16,
+    require(t4_logits.dtype == torch.float16,
             tr("t4_logits are {dtype}: compute them with your choice (under fp16 autocast the head returns FP16)",
                dtype=t4_logits.dtype))
     with torch.no_grad():
         want = model(tokens).float()
         with autocast("fp16", tokens.device):
             amp = model(tokens)
-    _need(not (torch.equal(t4_logits, want.half()) and not torch.equal(t4_logits, amp)),
+    require(not (torch.equal(t4_logits, want.half()) and not torch.equal(t4_logits, amp)),
             tr("t4_logits are FP32 logits cast with .half() afterwards: no FP16 matmul ran; run the model under "
                "your choice instead"))
     err = (t4_logits.float() - want).abs().max().item()
-    _need(err < 0.05 * want.abs().max().item() + 0.05, tr("t4_logits are {err:.3g} away from the FP32 model's", err=err))
+    require(err < 0.05 * want.abs().max().item() + 0.05, tr("t4_logits are {err:.3g} away from the FP32 model's", err=err))
     verdict(True, "")
