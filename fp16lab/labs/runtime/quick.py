@@ -128,6 +128,10 @@ def mode() -> Mode:
 def gpu_label(facts: "GPUFacts") -> str:
     """:attr:`fp16lab.hardware.GPUFacts.label` in the learner's language (``FP16LAB_LANG``): the chip, and under
     a hardware profile which chip really runs (the English is ``facts.label`` itself, character for character)."""
+    from fp16lab.hardware import GPUFacts
+
+    if not isinstance(facts, GPUFacts):
+        raise TypeError(f"facts must be a GPUFacts from fp16lab.hardware.gpu_facts(), got {type(facts).__name__}")
     if facts.profile is None:
         return facts.name
     return tr("{name} profile ({profile}) on a real {real}: memory and code path emulated, speed is the real chip's",
