@@ -405,6 +405,22 @@ def test_the_lab_and_the_workspace_commands_speak_chinese(zh, monkeypatch, tmp_p
     assert not english_sentences(out), out
 
 
+@pytest.mark.skipif(not __import__("shutil").which("make"), reason="no make here")
+def test_makes_set_up_speaks_chinese_under_lab_lang_zh(tmp_path):
+    """The first `make lab LAB_LANG=zh` sets up .venv first: its own lines (not pip's) in Chinese."""
+    def said(*extra: str) -> list[str]:
+        out = subprocess.run(["make", "--no-print-directory", "-n", "setup", f"VENV={tmp_path / 'venv'}", *extra],
+                             cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        return re.findall(r'echo "([^"]*)"', out)
+
+    for cpu in ((), ("CPU=1",)):
+        lines = said("LAB_LANG=zh", *cpu)
+        assert len(lines) >= 4 and all(HAN.search(line) for line in lines), lines
+        assert not english_sentences("\n".join(lines)), lines
+    english = said()
+    assert english[0].startswith("==> [1/3] Python environment in ") and not any(HAN.search(x) for x in english)
+
+
 def _first_cells(lesson: Path) -> list:
     """The lesson's code cells up to and including the one that prints the card box (lesson 00's setup part)."""
     import nbformat
