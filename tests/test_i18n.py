@@ -333,14 +333,29 @@ def test_the_card_box_lines_up_in_chinese(zh):
     assert len(starts) == 1, rows
 
 
-@pytest.mark.parametrize("kind", ["none", "pascal", "turing", "ada", "hopper", "gtx1660", "volta", "profile"])
+@pytest.mark.parametrize("kind", ["none", "pascal", "turing", "ada", "hopper", "gtx1660", "volta", "profile",
+                                  "cpu-wheel", "old-driver"])
 def test_the_doctor_speaks_chinese_on_every_kind_of_machine(zh, fake_gpu, monkeypatch, kind):
+    from fp16lab.course import env
     from fp16lab.course.env import report
 
-    fake_gpu("hopper" if kind == "profile" else kind)
+    if kind == "cpu-wheel":  # a CPU-only torch: "torch CUDA build" warns
+        fake_gpu("none", cuda_build=None)
+    elif kind == "old-driver":  # a CUDA 13 wheel on a CUDA 12.2 driver: the driver row fails, with its fix
+        fake_gpu("none", cuda_build="13.0")
+        monkeypatch.setattr(env, "driver_version", lambda: "535.104.05")
+        monkeypatch.setattr(env, "driver_cuda_version", lambda: (12, 2))
+        monkeypatch.setattr(env, "cuda_unavailable_reason", lambda: "The NVIDIA driver on your system is too old "
+                            "(found version 12020). Please update your GPU driver")
+    else:
+        fake_gpu("hopper" if kind == "profile" else kind)
     if kind == "profile":  # an H200 playing an RTX 4090 D: the row that says which chip really runs
         monkeypatch.setenv("FP16LAB_PROFILE", "rtx4090d")
     rep = report()
+    if kind == "cpu-wheel":
+        assert rep["torch CUDA build"].value == "仅 CPU 的 wheel", rep["torch CUDA build"]
+    if kind == "old-driver":
+        assert rep["driver"].status.value == "FAIL" and "驱动太旧" in rep["driver"].value, rep["driver"]
     if kind == "profile":
         assert rep["hardware profile"].value.startswith("NVIDIA GeForce RTX 4090 D 硬件配置档（rtx4090d），实际运行在 "
                                                         "NVIDIA H200 上"), rep["hardware profile"].value
