@@ -15,25 +15,45 @@ TORCH_CPU_INDEX = https://download.pytorch.org/whl/cpu
 LOCK   ?= constraints.txt
 PIN     = $(if $(LOCK),-c $(LOCK))
 
+# What set-up says, in the lab's language (`make lab LAB_LANG=zh`: Chinese; pip's own lines stay pip's).
+ifeq ($(LAB_LANG),zh)
+MSG_ENV       = ==> [1/3] 在 $(VENV) 中建立 Python 环境
+MSG_CPU       = ==> [2/3] 从 $(TORCH_CPU_INDEX) 安装仅 CPU 的 PyTorch（CPU=1）
+MSG_CPU_FAIL1 = ==> [2/3] 无法连接 $(TORCH_CPU_INDEX)（pip 的输出：$(VENV)/cpu-index.log）：
+MSG_CPU_FAIL2 = $(EMPTY)          改由下一步安装 PyPI 默认的 PyTorch（它的 Linux wheel 自带 CUDA 库；
+MSG_CPU_FAIL3 = $(EMPTY)          使用镜像请设置 PIP_INDEX_URL，或自己先装好 torch，再运行 make）
+MSG_TORCH     = ==> [2/3] PyTorch 在下一步安装（没有 GPU？请在这里停下，改为运行：make setup CPU=1）
+MSG_PIP       = ==> [3/3] 安装 fp16lab、PyTorch、JupyterLab 和测试工具：pip install -e '.[dev]'$(if $(LOCK),，使用 $(LOCK) 中经过测试的版本)（第一次需要几分钟和几 GB 空间；pip 会逐个列出安装的包）
+MSG_DONE      = ==> 安装完成：$(BIN)/python；下一步：make lab LAB_LANG=zh（或 make doctor LAB_LANG=zh）
+else
+MSG_ENV       = ==> [1/3] Python environment in $(VENV)
+MSG_CPU       = ==> [2/3] CPU-only PyTorch from $(TORCH_CPU_INDEX) (CPU=1)
+MSG_CPU_FAIL1 = ==> [2/3] $(TORCH_CPU_INDEX) cannot be reached (pip's messages: $(VENV)/cpu-index.log):
+MSG_CPU_FAIL2 = $(EMPTY)          PyPI's default PyTorch comes with the next step instead (its Linux wheel brings the CUDA
+MSG_CPU_FAIL3 = $(EMPTY)          libraries; on a mirror set PIP_INDEX_URL, or install torch yourself, then run make again)
+MSG_TORCH     = ==> [2/3] PyTorch comes with the next step (no GPU? stop here and run: make setup CPU=1)
+MSG_PIP       = ==> [3/3] fp16lab, PyTorch, JupyterLab and the test tools: pip install -e '.[dev]'$(if $(LOCK), at the tested versions of $(LOCK)) (a few minutes and a few GB the first time; pip names each package as it goes)
+MSG_DONE      = ==> set-up done: $(BIN)/python; next: make lab (or make doctor)
+endif
+EMPTY =
+
 .PHONY: setup browser lab workspace test check types doctor lint site clean
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml $(LOCK)
-	@echo "==> [1/3] Python environment in $(VENV)"
+	@echo "$(MSG_ENV)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@if [ -n "$(CPU)" ]; then \
-	  echo "==> [2/3] CPU-only PyTorch from $(TORCH_CPU_INDEX) (CPU=1)"; \
+	  echo "$(MSG_CPU)"; \
 	  $(BIN)/python -m pip install --disable-pip-version-check --progress-bar on --retries 1 --timeout 15 \
 	    $(PIN) torch torchvision --index-url $(TORCH_CPU_INDEX) 2>$(VENV)/cpu-index.log \
-	  || { echo "==> [2/3] $(TORCH_CPU_INDEX) cannot be reached (pip's messages: $(VENV)/cpu-index.log):"; \
-	       echo "          PyPI's default PyTorch comes with the next step instead (its Linux wheel brings the CUDA"; \
-	       echo "          libraries; on a mirror set PIP_INDEX_URL, or install torch yourself, then run make again)"; }; \
-	else echo "==> [2/3] PyTorch comes with the next step (no GPU? stop here and run: make setup CPU=1)"; fi
-	@echo "==> [3/3] fp16lab, PyTorch, JupyterLab and the test tools: pip install -e '.[dev]'$(if $(LOCK), at the tested versions of $(LOCK)) (a few minutes and a few GB the first time; pip names each package as it goes)"
+	  || { echo "$(MSG_CPU_FAIL1)"; echo "$(MSG_CPU_FAIL2)"; echo "$(MSG_CPU_FAIL3)"; }; \
+	else echo "$(MSG_TORCH)"; fi
+	@echo "$(MSG_PIP)"
 	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on $(PIN) -e '.[dev]'
 	@touch $(STAMP)
-	@echo "==> set-up done: $(BIN)/python; next: make lab (or make doctor)"
+	@echo "$(MSG_DONE)"
 
 # Your own copies of the lessons in notebooks/work/ (never overwritten), then JupyterLab on
 # notebooks/ at the start page, localhost only, with a token; the lessons outside work/ are
@@ -43,7 +63,7 @@ lab: setup
 	$(BIN)/python -m fp16lab lab --port=$(PORT)$(if $(LAB_LANG), --lang=$(LAB_LANG))
 
 workspace: setup
-	$(BIN)/python -m fp16lab workspace
+	$(BIN)/python -m fp16lab workspace$(if $(LAB_LANG), --lang=$(LAB_LANG))
 
 # tests/test_browser.py drives Debian's chromium with Playwright (never a downloaded browser).
 # As root with apt-get (CI), install it when missing; elsewhere the test skips with the reason.
@@ -79,7 +99,7 @@ check: setup lint types
 	$(BIN)/python -m pytest tests
 
 doctor: setup
-	$(BIN)/python -m fp16lab doctor
+	$(if $(LAB_LANG),FP16LAB_LANG=$(LAB_LANG) )$(BIN)/python -m fp16lab doctor
 
 lint: setup
 	$(BIN)/ruff check fp16lab tests site

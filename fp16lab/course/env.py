@@ -213,7 +213,7 @@ def report(device_index: int = 0) -> Report:
     become WARN rows with a fix. ``device_index`` (default 0) picks the CUDA GPU; a bad
     index or an unknown ``FP16LAB_PROFILE`` is refused before anything is checked.
     """
-    from fp16lab.labs.runtime.quick import mode
+    from fp16lab.labs.runtime.quick import gpu_label, mode
 
     index = non_negative_int("device_index", device_index)
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -246,7 +246,7 @@ def report(device_index: int = 0) -> Report:
     assert facts is not None
     rows += _driver_checks()
     if facts.profile:
-        rows.append(Check("hardware profile", facts.label, Status.WARN,
+        rows.append(Check("hardware profile", gpu_label(facts), Status.WARN,
                           tr("unset {env} to measure this GPU as it is", env=PROFILE_ENV)))
     rows.append(Check("GPU", f"{facts.name} (cuda:{index})"))
     rows.append(_arch_check(facts.capability))

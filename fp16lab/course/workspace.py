@@ -255,7 +255,8 @@ def _workspace(args: argparse.Namespace) -> int:
     lang = check_lang(args.lang, "--lang")
     if args.reset:
         for fresh, old in reset(args.reset, lang=lang):
-            print(f"fresh copy: {fresh}" + (f" (your previous copy: {old})" if old else ""))
+            print(tr("fresh copy: {fresh} (your previous copy: {old})", lang=lang, fresh=fresh, old=old) if old
+                  else tr("fresh copy: {fresh}", lang=lang, fresh=fresh))
         return 0
     print(prepare(lang=lang))
     return 0

@@ -114,6 +114,8 @@ ZH: dict[str, str] = {
     "no CUDA GPU": "没有 CUDA GPU",
     "CI is set": "设置了 CI",
     "CUDA GPU: {label}": "CUDA GPU：{label}",
+    "{name} profile ({profile}) on a real {real}: memory and code path emulated, speed is the real chip's":
+        "{name} 硬件配置档（{profile}），实际运行在 {real} 上：显存和代码路径是模拟的，速度是实际芯片的",
     "CPU-only wheel": "仅 CPU 的 wheel",
     "available (fp16 autocast works; no GradScaler speed claims)": "可用（fp16 autocast 能用；不对 GradScaler 的速度下结论）",
     "{env} not usable": "{env} 不可用",
@@ -234,6 +236,8 @@ ZH: dict[str, str] = {
     "  kept as they are (your work): {n} file(s)": "  保持原样（你的成果）：{n} 个文件",
     "  note: the lesson behind {name} has changed since you copied it; `{command}` gives a fresh copy (yours moves to work/old/)":
         "  注意：{name} 对应的课程在你复制之后有改动；`{command}` 会给你一份全新副本（你的旧副本移到 work/old/）",
+    "fresh copy: {fresh}": "全新副本：{fresh}",
+    "fresh copy: {fresh} (your previous copy: {old})": "全新副本：{fresh}（你之前的副本：{old}）",
     "starting JupyterLab on {nbdir} (lessons outside work/ are read-only here; Ctrl-C stops it)":
         "正在 {nbdir} 上启动 JupyterLab（这里 work/ 以外的课程是只读的；按 Ctrl-C 停止）",
     "reachable from other machines: http://{host}:{port}/lab?token={token}": "其他机器可以访问：http://{host}:{port}/lab?token={token}",

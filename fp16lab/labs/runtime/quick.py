@@ -18,12 +18,15 @@ import math
 import numbers
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TypeVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
 
 from fp16lab.labs.runtime.i18n import tr
 
-__all__ = ["Mode", "mode", "is_quick", "is_smoke", "pick", "pick_for_memory", "live_gpu"]
+if TYPE_CHECKING:
+    from fp16lab.hardware import GPUFacts
+
+__all__ = ["Mode", "mode", "is_quick", "is_smoke", "pick", "pick_for_memory", "live_gpu", "gpu_label"]
 
 T = TypeVar("T")
 
@@ -38,6 +41,7 @@ class Mode:
     quick: bool
     reason: str
     smoke: bool = False
+    gpu: "GPUFacts | None" = field(default=None, compare=False, repr=False)  # the GPU behind "CUDA GPU: ..."
 
     @property
     def name(self) -> str:
@@ -61,7 +65,8 @@ class Mode:
         if self.reason == "CI is set":
             return tr("CI is set")
         if self.reason.startswith("CUDA GPU: "):
-            return tr("CUDA GPU: {label}", label=self.reason.removeprefix("CUDA GPU: "))
+            label = gpu_label(self.gpu) if self.gpu is not None else self.reason.removeprefix("CUDA GPU: ")
+            return tr("CUDA GPU: {label}", label=label)
         return self.reason  # FP16LAB_QUICK=1: the setting itself
 
     @property
@@ -117,7 +122,20 @@ def mode() -> Mode:
     facts = gpu_facts()
     if facts is None:
         return Mode(True, "no CUDA GPU")
-    return Mode(False, f"CUDA GPU: {facts.label}", smoke)
+    return Mode(False, f"CUDA GPU: {facts.label}", smoke, facts)
+
+
+def gpu_label(facts: "GPUFacts") -> str:
+    """:attr:`fp16lab.hardware.GPUFacts.label` in the learner's language (``FP16LAB_LANG``): the chip, and under
+    a hardware profile which chip really runs (the English is ``facts.label`` itself, character for character)."""
+    from fp16lab.hardware import GPUFacts
+
+    if not isinstance(facts, GPUFacts):
+        raise TypeError(f"facts must be a GPUFacts from fp16lab.hardware.gpu_facts(), got {type(facts).__name__}")
+    if facts.profile is None:
+        return facts.name
+    return tr("{name} profile ({profile}) on a real {real}: memory and code path emulated, speed is the real chip's",
+              name=facts.name, profile=facts.profile, real=facts.real_name)
 
 
 def is_quick() -> bool:
