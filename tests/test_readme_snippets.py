@@ -1,4 +1,4 @@
-"""Every ```python block of README.md runs, so the reuse guide cannot rot."""
+"""Every ```python block of README.md runs, so the reuse guide cannot rot; README.zh-CN.md shows the same blocks."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+README_ZH = ROOT / "README.zh-CN.md"  # the Chinese README: its python blocks are README.md's, verbatim
 FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
 HEADING = re.compile(r"^#{2,4}\s+(.+)$", re.M)
 
@@ -33,6 +34,16 @@ SNIPPETS = snippets(README.read_text(encoding="utf-8"))
 def test_extraction_finds_python_blocks_only():
     text = "## A\n```python\nx = 1\n```\n```bash\nls\n```\n### B c\n```python\ny = 2\n```\n"
     assert snippets(text) == [("L2-a", "x = 1\n"), ("L9-b-c", "y = 2\n")]
+
+
+def test_the_chinese_readme_shows_the_same_snippets():
+    """README.zh-CN.md says its code is README.md's, run by this file: it is, block for block (only the prose is
+    Chinese), so the blocks run here are the ones a Chinese reader copies."""
+    zh = [code for _, code in snippets(README_ZH.read_text(encoding="utf-8"))]
+    en = [code for _, code in SNIPPETS]
+    assert len(zh) == len(en), f"README.zh-CN.md has {len(zh)} python blocks, README.md {len(en)}"
+    for n, (z, e) in enumerate(zip(zh, en, strict=True), 1):
+        assert z == e, f"python block {n} of README.zh-CN.md differs from README.md's:\n{z}\n--- README.md\n{e}"
 
 
 def test_readme_has_snippets():

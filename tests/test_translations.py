@@ -386,6 +386,8 @@ def test_the_glossary_lists_terms_not_to_use():
     banned, allowed = _glossary()
     assert len(banned) >= 30 and {"张量核心", "梯度放缩", "批量大小", "笔记本", "数据类型", "平局取偶", "做 unscale",
                                   "文章", "熵下界", "截断", "提速", "训练步骤"} <= set(banned)
+    assert {"离散度", "离散范围", "规约", "全规约", "打平", "规格化数", "批大小", "体检"} <= set(banned), \
+        "spread, reduce, tie, normal number, batch size and doctor have one term each"
     assert all(any(b in a for b in banned) for a in allowed)  # allowed: a right term holding a banned one
     assert "笔记本电脑" in allowed and "硬件配置档" in allowed, "laptop and hardware profile keep their terms"
 
@@ -444,6 +446,11 @@ def test_the_term_check_finds_a_variant_and_lets_the_right_term_pass():
     assert banned_uses(["一个 CUDA 内核"], banned, allowed) == [(1, "内核")], "a GPU kernel is a 核函数"
     assert banned_uses(["原文说“FP16 的数值范围比 FP32 小，可能导致梯度消失或溢出”"], banned, allowed) == []
     assert banned_uses(["“梯度可能溢出”"], banned, allowed) == [(1, "溢出")], "only the article's own words pass"
+    assert banned_uses(["种子间离散度", "梯度规约的 dtype", "判为打平", "规格化数的尾数", "有效批大小", "当时体检"],
+                       banned, allowed) == [(1, "离散度"), (2, "规约"), (3, "打平"), (4, "规格化数"), (5, "批大小"),
+                                            (6, "体检")]
+    assert banned_uses(["种子间波动幅度", "梯度归约的 dtype", "all-reduce（全归约）", "判为持平", "正规数与次正规数",
+                        "有效批处理大小", "环境检查", "“实验不同批处理大小”"], banned, allowed) == []
 
 
 def test_no_translation_uses_a_term_the_glossary_rules_out():

@@ -143,7 +143,7 @@ HINTS: dict[str, str] = {
     "Hint: smallest_exact({n}) would change values: range is not precision. A format reaches far beyond the integers it stores exactly; cast torch.arange to it and back":
         "提示：smallest_exact({n}) 会改变数值：范围不等于精度。一种格式能表示的范围远大于它能精确存储的整数；把 torch.arange 转换过去再转回来试试",
     "Hint: smallest_exact(2048) picks a larger format than needed: a normal number's mantissa has an implicit leading 1, one bit more than it stores":
-        "提示：smallest_exact(2048) 选了比需要更大的格式：规格化数的尾数有一个隐含的前导 1，比存储的位数多一位",
+        "提示：smallest_exact(2048) 选了比需要更大的格式：正规数的尾数有一个隐含的前导 1，比存储的位数多一位",
     "Hint: smallest_exact({n}) is larger than needed: take fp16 over bf16 when both store every value, and a 16-bit format over fp32":
         "提示：smallest_exact({n}) 选的格式比需要的大：两种 16 位格式都能精确存储时选 fp16 而不是 bf16，16 位格式够用时不选 fp32",
     "correct: smallest_exact holds on counts you never saw, and storage follows from it":
@@ -167,7 +167,7 @@ HINTS: dict[str, str] = {
     "it needs at least two batches in ex_batches: run the cell above the exercise":
         "它需要 ex_batches 里至少有两个批次：先运行练习上面的单元格",
     "scaler.update() must follow every scaler.step(optimizer): it readies the scaler for the next step":
-        "每次 scaler.step(optimizer) 之后都必须调用 scaler.update()：它为下一步重置 scaler",
+        "每次 scaler.step(optimizer) 之后都必须调用 scaler.update()：它为下一步重置缩放器",
     "Hint: the loss is not multiplied by an enabled GradScaler once per step: without scaler.scale(loss).backward(), small fp16 gradients underflow to zero":
         "提示：损失没有在每一步都经过一个启用的 GradScaler 放大：没有 scaler.scale(loss).backward()，较小的 fp16 梯度会下溢为零",
     "Hint: call scaler.update() once per step, after scaler.step(optimizer): without it the scale never adapts":
@@ -191,9 +191,9 @@ HINTS: dict[str, str] = {
     "Hint: h_probe should be the History that fit returned": "提示：h_probe 应该是 fit 返回的 History",
     "Hint: train for 20 steps (steps=20)": "提示：训练 20 步（steps=20）",
     "Hint: the scaler did not start at 2**22: pass scaler=torch.amp.GradScaler(device.type, init_scale=2.0**22)":
-        "提示：scaler 不是从 2**22 开始的：传入 scaler=torch.amp.GradScaler(device.type, init_scale=2.0**22)",
+        "提示：缩放器不是从 2**22 开始的：传入 scaler=torch.amp.GradScaler(device.type, init_scale=2.0**22)",
     "Hint: the first step was not skipped: is the scaler starting at 2**22, in fp16?":
-        "提示：第一步没有被跳过：scaler 是从 2**22 开始的吗？用的是 fp16 吗？",
+        "提示：第一步没有被跳过：缩放器是从 2**22 开始的吗？用的是 fp16 吗？",
     "Hint: every step was skipped: the scale did not get low enough in 20 steps": "提示：每一步都被跳过了：20 步内缩放因子没有降到足够低",
     "Hint: assign the step number itself, an int, to first_applied (not a Series or a row: int(...iloc[0]))":
         "提示：把步号本身（一个 int）赋给 first_applied（不是 Series 或一行：int(...iloc[0])）",
@@ -201,7 +201,7 @@ HINTS: dict[str, str] = {
         "提示：不是这一步：步号从 1 开始（看 'step' 列，不是行索引），被跳过的步 skipped=True",
     "correct: your loop trains exactly as the recipe of section 2": "正确：你的训练循环与第 2 节的方案训练结果完全一致",
     "correct: the scaler halved its scale on every overflow until the gradients fit in fp16":
-        "正确：每次上溢 scaler 都把缩放因子减半，直到梯度能放进 fp16",
+        "正确：每次上溢缩放器都把缩放因子减半，直到梯度能放进 fp16",
     "Hint: define both functions, save_state and load_state, and run their cell":
         "提示：定义 save_state 和 load_state 两个函数，并运行它们所在的单元格",
     "the exercise folder {folder} is gone: run the cell above the exercise again":
@@ -222,7 +222,7 @@ HINTS: dict[str, str] = {
     "Hint: the optimizer's state (Adam's moments and step count) was not restored: save optimizer.state_dict() and load it back":
         "提示：优化器的状态（Adam 的矩估计和步数）没有恢复：保存 optimizer.state_dict() 并把它加载回来",
     "Hint: the scaler's state (its scale and growth tracker) was not restored: a checkpoint must hold scaler.state_dict(), loaded back with scaler.load_state_dict":
-        "提示：scaler 的状态（缩放因子和增长计数）没有恢复：检查点必须包含 scaler.state_dict()，并用 scaler.load_state_dict 加载回来",
+        "提示：缩放器的状态（缩放因子和增长计数）没有恢复：检查点必须包含 scaler.state_dict()，并用 scaler.load_state_dict 加载回来",
     "Hint: load with torch.load(path, weights_only=True): weights_only=False can run code from the file; save the state_dict()s, which load without it":
         "提示：用 torch.load(path, weights_only=True) 加载：weights_only=False 可能执行文件里的代码；保存各个 state_dict()，它们不需要它就能加载",
     "Hint: the state after load_state is right but the run ends elsewhere: did save_state save the state of the step it was given?":
@@ -380,8 +380,8 @@ HINTS: dict[str, str] = {
     "(part 'repeat'), not one run's figures":
         "ratio：取交错轮次（part 为 'repeat'）中每轮比值 bf16_cl / fp16_cl 的中位数，而不是单次运行的数字",
     "spread: the largest |round ratio - median| of those ratios": "spread：这些比值中最大的 |每轮比值 - 中位数|",
-    "the difference is inside the spread: call it a tie": "差异在离散范围之内：应判为持平",
-    "the difference is larger than the spread: that is not a tie": "差异大于离散范围：不是持平",
+    "the difference is inside the spread: call it a tie": "差异在波动幅度之内：应判为持平",
+    "the difference is larger than the spread: that is not a tie": "差异大于波动幅度：不是持平",
     "measure, do not follow the guide: the faster of the two is the one whose images/s is higher in the rounds":
         "要靠测量，不要照搬指南：两者中更快的是在各轮中 images/s 更高的那个",
     "assign ratio_median and ratio_spread": "给 ratio_median 和 ratio_spread 赋值",
