@@ -14,7 +14,7 @@ DEV = torch.device("cpu")
 
 
 def _loop(*, unscale=True, clip=True, half=False, zero="after", scaler_on=True, update=True, dtype=torch.float16,
-          autocast_on=True, loss_inside=True, fixed_lr=None, fixed_norm=None):
+          autocast_on=True, loss_inside=True, fixed_lr=None, fixed_norm=None, step_first=False):
     def train(model, batches, lr=0.05, max_norm=0.5):
         if half:
             model = model.half()
@@ -28,13 +28,16 @@ def _loop(*, unscale=True, clip=True, half=False, zero="after", scaler_on=True, 
             if not loss_inside:
                 loss = F.cross_entropy(out, y)
             scaler.scale(loss).backward()
+            if step_first:   # the broken loop's order kept: the step before the unscale_ and the clip
+                scaler.step(opt)
             if unscale:
                 scaler.unscale_(opt)
             if clip:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), fixed_norm or max_norm)
             if zero == "before step":
                 opt.zero_grad(set_to_none=True)
-            scaler.step(opt)
+            if not step_first:
+                scaler.step(opt)
             if update:
                 scaler.update()
             if zero == "after":
@@ -91,6 +94,8 @@ def test_fixed_loop(ex1, capsys):
     (_loop(fixed_norm=1.0), "wrong clip threshold"),                      # another threshold
     (_loop(fixed_norm=0.5), "wrong clip threshold"),                      # the default typed in
     (_loop(fixed_lr=0.05), "learning rate passed in"),                       # the default lr typed in
+    (_loop(step_first=True), "unscale_ and the clip go before scaler.step"),  # step -> unscale_ -> clip -> update
+    (_loop(step_first=True, unscale=False), "did not act on the gradients the optimizer used"),  # step -> clip -> update
 ])
 def test_fixed_loop_rejects(ex1, wrong, hint):
     model, batches = ex1

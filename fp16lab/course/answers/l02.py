@@ -113,8 +113,14 @@ def check_fixed_loop(amp_train: object, model: nn.Module, batches: Sequence[Any]
             failure = err
     if failure is not None:
         message = str(failure)
+        # torch says "unscale_() is being called after step()" both for an unscale_ after this step's scaler.step
+        # (step -> unscale_ -> clip) and for a forgotten update (the next step's unscale_): the call order tells which
+        calls = [e for e in events if e in ("scale", "step")]   # step's own unscale_ is recorded too: left out
         hint = (tr("GradScaler cannot unscale fp16 gradients: the weights must stay fp32 (autocast runs the "
                    "layers in fp16)") if "FP16 gradients" in message
+                else tr("unscale_ and the clip go before scaler.step(optimizer): step already unscales and applies the "
+                        "gradients, so clipping after it changes nothing this step") if (
+                    "after step()" in message and calls[-1:] == ["step"])
                 else tr("scaler.update() must follow every scaler.step(optimizer): it readies the scaler for the next "
                         "step") if "after step()" in message
                 else tr("run your loop on ex_batches yourself and read where it fails"))

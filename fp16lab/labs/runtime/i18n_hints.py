@@ -166,6 +166,8 @@ HINTS: dict[str, str] = {
         "提示：权重没有变化：是不是在 backward() 和 scaler.step() 之间清空了梯度？zero_grad 应放在更新之后",
     "it needs at least two batches in ex_batches: run the cell above the exercise":
         "它需要 ex_batches 里至少有两个批次：先运行练习上面的单元格",
+    "unscale_ and the clip go before scaler.step(optimizer): step already unscales and applies the gradients, so clipping after it changes nothing this step":
+        "unscale_ 和裁剪要放在 scaler.step(optimizer) 之前：step 已经反缩放并应用了梯度，之后再裁剪对这一步毫无作用",
     "scaler.update() must follow every scaler.step(optimizer): it readies the scaler for the next step":
         "每次 scaler.step(optimizer) 之后都必须调用 scaler.update()：它为下一步重置缩放器",
     "Hint: the loss is not multiplied by an enabled GradScaler once per step: without scaler.scale(loss).backward(), small fp16 gradients underflow to zero":
