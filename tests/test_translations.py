@@ -508,7 +508,9 @@ def cjk_breaks(text: str) -> list[tuple[int, str]]:
             fence = not fence
         if fence or not line.strip() or line.lstrip().startswith(("#", "|", "<")) or _BLOCK.match(nxt):
             continue
-        a, b = line.rstrip()[-1], nxt.lstrip()[0]
+        # A trailing comment (`<!-- not measured -->`) renders as nothing: the break follows the text before it.
+        text_end = re.sub(r"(\s*<!--.*?-->)+\s*$", "", line.rstrip()) or line.rstrip()
+        a, b = text_end[-1], nxt.lstrip()[0]
         if re.match(f"[{_CJK}]", a) and re.match(f"[{_CJK}]", b) or re.match(r"[\u2014\u2026\u3000-\u303f\uff00-\uffef]", a):
             found.append((n, a + b))
     return found
@@ -519,6 +521,8 @@ def test_the_break_detector():
     assert cjk_breaks("一句话。\nFP16 的范围") == [(1, "。F")]
     assert cjk_breaks("列表：\n- 第一项\n- 第二项\n\n# 标题\n正文") == []
     assert cjk_breaks("```\n代码里\n的注释\n```\n用 `fit`\n训练") == []
+    assert cjk_breaks("不超过 3 个百分点。<!-- not measured -->\n在 `max_abs_err` 一列中") == [(1, "。在")]
+    assert cjk_breaks("第一句。<!-- not measured -->\n\n第二段") == []
 
 
 @pytest.mark.parametrize("path", [*TRANSLATIONS, *CHINESE_PAGES], ids=lambda p: p.name)
