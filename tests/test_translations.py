@@ -388,6 +388,8 @@ def test_the_glossary_lists_terms_not_to_use():
                                   "文章", "熵下界", "截断", "提速", "训练步骤"} <= set(banned)
     assert {"离散度", "离散范围", "规约", "全规约", "打平", "规格化数", "批大小", "体检"} <= set(banned), \
         "spread, reduce, tie, normal number, batch size and doctor have one term each"
+    assert {"交错", "缩放值", "被掩码", "页锁定", "存储的输出"} <= set(banned), \
+        "interleaved, loss scale, masked, pinned memory and stored output have one term each"
     assert all(any(b in a for b in banned) for a in allowed)  # allowed: a right term holding a banned one
     assert "笔记本电脑" in allowed and "硬件配置档" in allowed, "laptop and hardware profile keep their terms"
 

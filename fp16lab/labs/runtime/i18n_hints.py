@@ -380,14 +380,14 @@ HINTS: dict[str, str] = {
         "ratio：比值颠倒了：应是每一轮中 bf16_cl 的 images/s 除以 fp16_cl 的",
     "ratio: the median of the per-round ratios bf16_cl / fp16_cl of the interleaved rounds "
     "(part 'repeat'), not one run's figures":
-        "ratio：取交错轮次（part 为 'repeat'）中每轮比值 bf16_cl / fp16_cl 的中位数，而不是单次运行的数字",
+        "ratio：取交替轮次（part 为 'repeat'）中每轮比值 bf16_cl / fp16_cl 的中位数，而不是单次运行的数字",
     "spread: the largest |round ratio - median| of those ratios": "spread：这些比值中最大的 |每轮比值 - 中位数|",
     "the difference is inside the spread: call it a tie": "差异在波动幅度之内：应判为持平",
     "the difference is larger than the spread: that is not a tie": "差异大于波动幅度：不是持平",
     "measure, do not follow the guide: the faster of the two is the one whose images/s is higher in the rounds":
         "要靠测量，不要照搬指南：两者中更快的是在各轮中 images/s 更高的那个",
     "assign ratio_median and ratio_spread": "给 ratio_median 和 ratio_spread 赋值",
-    "this run has no interleaved rounds of both {num} and {den}": "这次运行没有 {num} 和 {den} 交错进行的轮次",
+    "this run has no interleaved rounds of both {num} and {den}": "这次运行没有 {num} 和 {den} 交替进行的轮次",
     "ratio_spread: the largest |round ratio - median| (not the standard deviation, not max - min)":
         "ratio_spread：最大的 |每轮比值 - 中位数|（不是标准差，也不是 max - min）",
     "assign break_even_steps (a number), compile_short and compile_long (True or False)":
@@ -409,7 +409,7 @@ HINTS: dict[str, str] = {
     "write a function (q, k, v, keep) -> tensor and assign it to fixed_attention":
         "写一个函数 (q, k, v, keep) -> 张量，赋给 fixed_attention",
     "inf/NaN on the last row, a query with no key to attend to: fill masked scores with a finite value (torch.finfo(scores.dtype).min), not -inf":
-        "最后一行出现 inf/NaN，这个查询没有可关注的键：用有限值（torch.finfo(scores.dtype).min）填充被掩码的分数，而不是 -inf",
+        "最后一行出现 inf/NaN，这个查询没有可关注的键：用有限值（torch.finfo(scores.dtype).min）填充被屏蔽的分数，而不是 -inf",
     "finite, but this is attention without the 1/sqrt(d) scale: is it there?": "结果有限，但这是没有 1/sqrt(d) 缩放的注意力：缩放加上了吗？",
     "finite, but {err:.3g} away from FP32 attention on the rows that have keys: is the mask the right way round (keep is True where a query may attend), and the softmax over the keys (dim=-1)?":
         "结果有限，但在有键的行上与 FP32 注意力相差 {err:.3g}：掩码方向对吗（查询可以关注的位置 keep 为 True）？softmax 是沿键的维度（dim=-1）做的吗？",
@@ -628,7 +628,7 @@ HINTS: dict[str, str] = {
     "shard every Linear and then the whole model with fully_shard: each rank should save its half of every weight, not a full copy":
         "用 fully_shard 先分片每个 Linear，再分片整个模型：每个 rank 应保存每个权重的一半，而不是完整副本",
     "put scaler.state_dict() into what dcp.save writes (under \"scaler\"): a resumed FP16 run must continue at the saved loss scale":
-        "把 scaler.state_dict() 放进 dcp.save 写入的内容（在 \"scaler\" 下）：恢复的 FP16 训练必须从保存的损失缩放值继续",
+        "把 scaler.state_dict() 放进 dcp.save 写入的内容（在 \"scaler\" 下）：恢复的 FP16 训练必须从保存的损失缩放因子继续",
     "load the checkpoint back with dcp.load, then set_state_dict and scaler.load_state_dict: the weights and the scale afterwards must equal those saved":
-        "用 dcp.load 把检查点读回来，再调用 set_state_dict 和 scaler.load_state_dict：之后的权重和缩放值必须与保存时相同",
+        "用 dcp.load 把检查点读回来，再调用 set_state_dict 和 scaler.load_state_dict：之后的权重和缩放因子必须与保存时相同",
 }
