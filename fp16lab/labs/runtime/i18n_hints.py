@@ -169,7 +169,7 @@ HINTS: dict[str, str] = {
     "unscale_ and the clip go before scaler.step(optimizer): step already unscales and applies the gradients, so clipping after it changes nothing this step":
         "unscale_ 和裁剪要放在 scaler.step(optimizer) 之前：step 已经反缩放并应用了梯度，之后再裁剪对这一步毫无作用",
     "scaler.update() must follow every scaler.step(optimizer): it readies the scaler for the next step":
-        "每次 scaler.step(optimizer) 之后都必须调用 scaler.update()：它为下一步重置缩放器",
+        "每次 scaler.step(optimizer) 之后都必须调用 scaler.update()：它根据本步是否上溢调整缩放因子，为下一步做好准备",
     "Hint: the loss is not multiplied by an enabled GradScaler once per step: without scaler.scale(loss).backward(), small fp16 gradients underflow to zero":
         "提示：损失没有在每一步都经过一个启用的 GradScaler 放大：没有 scaler.scale(loss).backward()，较小的 fp16 梯度会下溢为零",
     "Hint: call scaler.update() once per step, after scaler.step(optimizer): without it the scale never adapts":
@@ -230,7 +230,7 @@ HINTS: dict[str, str] = {
     "Hint: the state after load_state is right but the run ends elsewhere: did save_state save the state of the step it was given?":
         "提示：load_state 之后的状态是对的，但运行结束时的结果不同：save_state 保存的是它收到的那一步的状态吗？",
     "correct: the resumed run ends bit for bit where a run that never crashed ends":
-        "正确：恢复后的运行与从未崩溃的运行逐位结束在同一处",
+        "正确：恢复后的训练与从未中断的训练，结果逐位相同",
     "GradScaler cannot unscale fp16 gradients: the weights must stay fp32 (autocast runs the layers in fp16)":
         "GradScaler 无法对 fp16 梯度做反缩放：权重必须保持 fp32（由 autocast 以 fp16 运行各层）",
     "run your loop on ex_batches yourself and read where it fails": "自己在 ex_batches 上运行你的循环，看它在哪里出错",
@@ -392,7 +392,7 @@ HINTS: dict[str, str] = {
         "ratio_spread：最大的 |每轮比值 - 中位数|（不是标准差，也不是 max - min）",
     "assign break_even_steps (a number), compile_short and compile_long (True or False)":
         "给 break_even_steps（一个数）、compile_short 和 compile_long（True 或 False）赋值",
-    "compile_short and compile_long are decisions: True or False": "compile_short 和 compile_long 是决定：True 或 False",
+    "compile_short and compile_long are decisions: True or False": "compile_short 和 compile_long 是判断结果（True 或 False）",
     "compile a job only when it runs more steps than the break-even": "只有当任务的步数超过盈亏平衡点时才编译",
     "ratio_median: that is the ratio of the two medians; take the median of the per-round ratios":
         "ratio_median：这是两个中位数之比；应取每轮比值的中位数",
