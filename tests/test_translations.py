@@ -388,6 +388,8 @@ def test_the_glossary_lists_terms_not_to_use():
                                   "文章", "熵下界", "截断", "提速", "训练步骤"} <= set(banned)
     assert {"离散度", "离散范围", "规约", "全规约", "打平", "规格化数", "批大小", "体检"} <= set(banned), \
         "spread, reduce, tie, normal number, batch size and doctor have one term each"
+    assert {"交错", "缩放值", "被掩码", "页锁定", "存储的输出"} <= set(banned), \
+        "interleaved, loss scale, masked, pinned memory and stored output have one term each"
     assert all(any(b in a for b in banned) for a in allowed)  # allowed: a right term holding a banned one
     assert "笔记本电脑" in allowed and "硬件配置档" in allowed, "laptop and hardware profile keep their terms"
 
@@ -508,7 +510,9 @@ def cjk_breaks(text: str) -> list[tuple[int, str]]:
             fence = not fence
         if fence or not line.strip() or line.lstrip().startswith(("#", "|", "<")) or _BLOCK.match(nxt):
             continue
-        a, b = line.rstrip()[-1], nxt.lstrip()[0]
+        # A trailing comment (`<!-- not measured -->`) renders as nothing: the break follows the text before it.
+        text_end = re.sub(r"(\s*<!--.*?-->)+\s*$", "", line.rstrip()) or line.rstrip()
+        a, b = text_end[-1], nxt.lstrip()[0]
         if re.match(f"[{_CJK}]", a) and re.match(f"[{_CJK}]", b) or re.match(r"[\u2014\u2026\u3000-\u303f\uff00-\uffef]", a):
             found.append((n, a + b))
     return found
@@ -519,6 +523,8 @@ def test_the_break_detector():
     assert cjk_breaks("一句话。\nFP16 的范围") == [(1, "。F")]
     assert cjk_breaks("列表：\n- 第一项\n- 第二项\n\n# 标题\n正文") == []
     assert cjk_breaks("```\n代码里\n的注释\n```\n用 `fit`\n训练") == []
+    assert cjk_breaks("不超过 3 个百分点。<!-- not measured -->\n在 `max_abs_err` 一列中") == [(1, "。在")]
+    assert cjk_breaks("第一句。<!-- not measured -->\n\n第二段") == []
 
 
 @pytest.mark.parametrize("path", [*TRANSLATIONS, *CHINESE_PAGES], ids=lambda p: p.name)

@@ -86,9 +86,15 @@ def test_a_changed_lesson_is_reported_not_copied_over(repo):
     ws = workspace.prepare(repo)
     assert [p.name for p in ws.behind] == ["01_second.ipynb"] and not ws.created
     assert "--reset 01_second" in str(ws)
+    assert "(yours moves to work/old/)" in str(ws)
     assert "y = 2" in (repo / "notebooks" / "work" / "01_second.ipynb").read_text()
 
 
+
+def test_the_chinese_note_names_the_chinese_old_folder(tmp_path):
+    work = tmp_path / "notebooks" / "work" / "zh"
+    ws = workspace.Workspace(work, behind=[work / "01_second.ipynb"], lang="zh")
+    assert "--lang zh --reset 01_second" in str(ws) and "work/zh/old/" in str(ws) and "work/old/" not in str(ws)
 def test_reset_keeps_the_old_copy_and_refuses_unknown_names_first(repo):
     workspace.prepare(repo)
     work = repo / "notebooks" / "work"

@@ -63,9 +63,10 @@ class Workspace:
             lines.append(tr("  kept as they are (your work): {n} file(s)", lang=lang, n=len(self.kept)))
         for p in self.behind:
             command = f"python -m fp16lab workspace{'' if lang == 'en' else ' --lang ' + lang} --reset {p.stem}"
+            old = "work/old/" if lang == "en" else f"work/{lang}/old/"  # where reset moves it (see _folders)
             lines.append(tr("  note: the lesson behind {name} has changed since you copied it; `{command}` gives a "
-                            "fresh copy (yours moves to work/old/)", lang=lang, name=_rel(p, self.folder),
-                            command=command))
+                            "fresh copy (yours moves to {old})", lang=lang, name=_rel(p, self.folder),
+                            command=command, old=old))
         return "\n".join(lines)
 
 

@@ -234,8 +234,8 @@ ZH: dict[str, str] = {
     "your workspace: {folder}": "你的工作区：{folder}",
     "  new copies: {names}": "  新副本：{names}",
     "  kept as they are (your work): {n} file(s)": "  保持原样（你的成果）：{n} 个文件",
-    "  note: the lesson behind {name} has changed since you copied it; `{command}` gives a fresh copy (yours moves to work/old/)":
-        "  注意：{name} 对应的课程在你复制之后有改动；`{command}` 会给你一份全新副本（你的旧副本移到 work/old/）",
+    "  note: the lesson behind {name} has changed since you copied it; `{command}` gives a fresh copy (yours moves to {old})":
+        "  注意：{name} 对应的课程在你复制之后有改动；`{command}` 会给你一份全新副本（你的旧副本移到 {old}）",
     "fresh copy: {fresh}": "全新副本：{fresh}",
     "fresh copy: {fresh} (your previous copy: {old})": "全新副本：{fresh}（你之前的副本：{old}）",
     "starting JupyterLab on {nbdir} (lessons outside work/ are read-only here; Ctrl-C stops it)":

@@ -169,7 +169,7 @@ HINTS: dict[str, str] = {
     "unscale_ and the clip go before scaler.step(optimizer): step already unscales and applies the gradients, so clipping after it changes nothing this step":
         "unscale_ 和裁剪要放在 scaler.step(optimizer) 之前：step 已经反缩放并应用了梯度，之后再裁剪对这一步毫无作用",
     "scaler.update() must follow every scaler.step(optimizer): it readies the scaler for the next step":
-        "每次 scaler.step(optimizer) 之后都必须调用 scaler.update()：它为下一步重置缩放器",
+        "每次 scaler.step(optimizer) 之后都必须调用 scaler.update()：它根据本步是否上溢调整缩放因子，为下一步做好准备",
     "Hint: the loss is not multiplied by an enabled GradScaler once per step: without scaler.scale(loss).backward(), small fp16 gradients underflow to zero":
         "提示：损失没有在每一步都经过一个启用的 GradScaler 放大：没有 scaler.scale(loss).backward()，较小的 fp16 梯度会下溢为零",
     "Hint: call scaler.update() once per step, after scaler.step(optimizer): without it the scale never adapts":
@@ -230,7 +230,7 @@ HINTS: dict[str, str] = {
     "Hint: the state after load_state is right but the run ends elsewhere: did save_state save the state of the step it was given?":
         "提示：load_state 之后的状态是对的，但运行结束时的结果不同：save_state 保存的是它收到的那一步的状态吗？",
     "correct: the resumed run ends bit for bit where a run that never crashed ends":
-        "正确：恢复后的运行与从未崩溃的运行逐位结束在同一处",
+        "正确：恢复后的训练与从未中断的训练，结果逐位相同",
     "GradScaler cannot unscale fp16 gradients: the weights must stay fp32 (autocast runs the layers in fp16)":
         "GradScaler 无法对 fp16 梯度做反缩放：权重必须保持 fp32（由 autocast 以 fp16 运行各层）",
     "run your loop on ex_batches yourself and read where it fails": "自己在 ex_batches 上运行你的循环，看它在哪里出错",
@@ -380,19 +380,19 @@ HINTS: dict[str, str] = {
         "ratio：比值颠倒了：应是每一轮中 bf16_cl 的 images/s 除以 fp16_cl 的",
     "ratio: the median of the per-round ratios bf16_cl / fp16_cl of the interleaved rounds "
     "(part 'repeat'), not one run's figures":
-        "ratio：取交错轮次（part 为 'repeat'）中每轮比值 bf16_cl / fp16_cl 的中位数，而不是单次运行的数字",
+        "ratio：取交替轮次（part 为 'repeat'）中每轮比值 bf16_cl / fp16_cl 的中位数，而不是单次运行的数字",
     "spread: the largest |round ratio - median| of those ratios": "spread：这些比值中最大的 |每轮比值 - 中位数|",
     "the difference is inside the spread: call it a tie": "差异在波动幅度之内：应判为持平",
     "the difference is larger than the spread: that is not a tie": "差异大于波动幅度：不是持平",
     "measure, do not follow the guide: the faster of the two is the one whose images/s is higher in the rounds":
         "要靠测量，不要照搬指南：两者中更快的是在各轮中 images/s 更高的那个",
     "assign ratio_median and ratio_spread": "给 ratio_median 和 ratio_spread 赋值",
-    "this run has no interleaved rounds of both {num} and {den}": "这次运行没有 {num} 和 {den} 交错进行的轮次",
+    "this run has no interleaved rounds of both {num} and {den}": "这次运行没有 {num} 和 {den} 交替进行的轮次",
     "ratio_spread: the largest |round ratio - median| (not the standard deviation, not max - min)":
         "ratio_spread：最大的 |每轮比值 - 中位数|（不是标准差，也不是 max - min）",
     "assign break_even_steps (a number), compile_short and compile_long (True or False)":
         "给 break_even_steps（一个数）、compile_short 和 compile_long（True 或 False）赋值",
-    "compile_short and compile_long are decisions: True or False": "compile_short 和 compile_long 是决定：True 或 False",
+    "compile_short and compile_long are decisions: True or False": "compile_short 和 compile_long 是判断结果（True 或 False）",
     "compile a job only when it runs more steps than the break-even": "只有当任务的步数超过盈亏平衡点时才编译",
     "ratio_median: that is the ratio of the two medians; take the median of the per-round ratios":
         "ratio_median：这是两个中位数之比；应取每轮比值的中位数",
@@ -409,7 +409,7 @@ HINTS: dict[str, str] = {
     "write a function (q, k, v, keep) -> tensor and assign it to fixed_attention":
         "写一个函数 (q, k, v, keep) -> 张量，赋给 fixed_attention",
     "inf/NaN on the last row, a query with no key to attend to: fill masked scores with a finite value (torch.finfo(scores.dtype).min), not -inf":
-        "最后一行出现 inf/NaN，这个查询没有可关注的键：用有限值（torch.finfo(scores.dtype).min）填充被掩码的分数，而不是 -inf",
+        "最后一行出现 inf/NaN，这个查询没有可关注的键：用有限值（torch.finfo(scores.dtype).min）填充被屏蔽的分数，而不是 -inf",
     "finite, but this is attention without the 1/sqrt(d) scale: is it there?": "结果有限，但这是没有 1/sqrt(d) 缩放的注意力：缩放加上了吗？",
     "finite, but {err:.3g} away from FP32 attention on the rows that have keys: is the mask the right way round (keep is True where a query may attend), and the softmax over the keys (dim=-1)?":
         "结果有限，但在有键的行上与 FP32 注意力相差 {err:.3g}：掩码方向对吗（查询可以关注的位置 keep 为 True）？softmax 是沿键的维度（dim=-1）做的吗？",
@@ -628,7 +628,7 @@ HINTS: dict[str, str] = {
     "shard every Linear and then the whole model with fully_shard: each rank should save its half of every weight, not a full copy":
         "用 fully_shard 先分片每个 Linear，再分片整个模型：每个 rank 应保存每个权重的一半，而不是完整副本",
     "put scaler.state_dict() into what dcp.save writes (under \"scaler\"): a resumed FP16 run must continue at the saved loss scale":
-        "把 scaler.state_dict() 放进 dcp.save 写入的内容（在 \"scaler\" 下）：恢复的 FP16 训练必须从保存的损失缩放值继续",
+        "把 scaler.state_dict() 放进 dcp.save 写入的内容（在 \"scaler\" 下）：恢复的 FP16 训练必须从保存的损失缩放因子继续",
     "load the checkpoint back with dcp.load, then set_state_dict and scaler.load_state_dict: the weights and the scale afterwards must equal those saved":
-        "用 dcp.load 把检查点读回来，再调用 set_state_dict 和 scaler.load_state_dict：之后的权重和缩放值必须与保存时相同",
+        "用 dcp.load 把检查点读回来，再调用 set_state_dict 和 scaler.load_state_dict：之后的权重和缩放因子必须与保存时相同",
 }
