@@ -167,3 +167,24 @@ def test_fsdp_job_needs_its_folder(tmp_path):
         l10.check_fsdp_job(None, tmp_path / "missing")
     with pytest.raises(AssertionError, match="what subprocess.run returned"):
         l10.check_fsdp_job(None, tmp_path)
+
+
+def test_fsdp_job_a_rank_aborted_at_exit_after_the_results(tmp_path, capsys, monkeypatch):
+    """gloo's teardown can SIGABRT a finished rank: the check judges what the run wrote, unless the script erred."""
+    import subprocess
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    solution, _ = _exercise5()
+    job_run, job_dir = _run_job(solution, tmp_path)
+    assert job_run.returncode == 0, job_run.stderr[-2000:]
+    abort = "terminate called without an active exception\ntraceback : Signal 6 (SIGABRT) received by PID 1\n"
+    crashed = subprocess.CompletedProcess(job_run.args, -6, job_run.stdout, job_run.stderr + abort)
+    l10.check_fsdp_job(crashed, job_dir)
+    assert capsys.readouterr().out.endswith("✓ correct\n")
+    script = job_dir / "fsdp_job.py"
+    erred = subprocess.CompletedProcess(job_run.args, -6, "", f'  File "{script}", line 3, in <module>\n' + abort)
+    with pytest.raises(AssertionError, match="failed under torchrun"):
+        l10.check_fsdp_job(erred, job_dir)  # the script's own traceback: a real failure
+    (job_dir / "result.json").unlink()
+    with pytest.raises(AssertionError, match="failed under torchrun"):
+        l10.check_fsdp_job(crashed, job_dir)  # aborted before rank 0 wrote its results
