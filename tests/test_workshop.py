@@ -254,6 +254,7 @@ def test_agenda_quotes_the_measured_times():
         assert f"]({lesson.name})" in paths.instructors_guide().read_text(), f"agenda lacks {lesson.name}"
 
 
+@pytest.mark.student_copies  # each runs a whole lesson again: CI's second lane runs them, `make test` leaves them out
 @pytest.mark.parametrize("copy", STUDENT_COPIES, ids=lambda p: p.name)
 def test_student_copy_checks_work_both_ways(copy):
     """Each check rejects None, an empty answer and every plausible wrong answer the lesson keeps; it accepts the solution."""
