@@ -162,8 +162,8 @@ HINTS: dict[str, str] = {
     "Hint: amp_train must return the trained model": "提示：amp_train 必须返回训练后的模型",
     "Hint: your weights are not float32: keep the master weights in fp32 and let autocast cast the layers":
         "提示：你的权重不是 float32：主权重保持 fp32，由 autocast 去转换各层",
-    "Hint: the weights did not change: are the gradients cleared between backward() and scaler.step()? zero_grad belongs after the update":
-        "提示：权重没有变化：是不是在 backward() 和 scaler.step() 之间清空了梯度？zero_grad 应放在更新之后",
+    "Hint: the weights did not change: are the gradients cleared between backward() and scaler.step()? Clear them at the start of a step (or after the previous update), never between backward() and step()":
+        "提示：权重没有变化：是不是在 backward() 和 scaler.step() 之间清空了梯度？清空梯度要放在一步开始时（或上一步更新之后），不能夹在 backward() 和 step() 之间",
     "it needs at least two batches in ex_batches: run the cell above the exercise":
         "它需要 ex_batches 里至少有两个批次：先运行练习上面的单元格",
     "unscale_ and the clip go before scaler.step(optimizer): step already unscales and applies the gradients, so clipping after it changes nothing this step":
