@@ -469,6 +469,39 @@ def test_no_translation_uses_a_term_the_glossary_rules_out():
     assert not bad, "the glossary (notebooks/zh/README.md, 不要用) rules these out:\n" + "\n".join(bad)
 
 
+# Numbers: no group separators, five digits and more too (65504, 24564 MiB), as the article writes 1677 and the
+# lessons print 65504 (the start page's glossary says so). Code, math, links and quoted output keep theirs.
+GROUPED = re.compile(r"(?<![\w.#-])\d{1,3}(?:[ ,]\d{3})+(?![\w.])")
+
+
+def grouped_numbers(lines: list[str]) -> list[tuple[int, str]]:
+    """(line number, number) for each number written with group separators ("65 504", "24,564") outside code."""
+    found, fenced = [], False
+    for n, line in enumerate(lines, 1):
+        if line.startswith("```"):
+            fenced = not fenced
+        if fenced or line.startswith(("```", "<!--")):
+            continue
+        prose = re.sub(r"`[^`]*`|\$[^$]*\$|https?://\S+", " ", line)
+        found += [(n, m.group(0)) for m in GROUPED.finditer(prose)]
+    return found
+
+
+def test_the_number_check_finds_grouped_digits_and_lets_code_pass():
+    assert grouped_numbers(["最大值 65 504", "显卡报告 24,564 MiB", "汉字不到 1,000 个"]) == \
+        [(1, "65 504"), (2, "24,564"), (3, "1,000")]
+    assert grouped_numbers(["最大值 65504", "`65 504` 在代码里", "pull request 10956", "```", "x = 1,000", "```",
+                            "$2^{16} = 65 536$", "1.5 亿参数，8 的倍数（8、64、128）"]) == []
+
+
+def test_numbers_are_written_one_way():
+    from fp16lab.labs.runtime.i18n import ZH as CATALOGUE
+
+    bad = [f"{f.relative_to(ROOT)}:{n}: {x!r}" for f, lines in _pages() for n, x in grouped_numbers(lines)]
+    bad += [f"catalogue: {x!r} in {zh[:60]!r}" for zh in CATALOGUE.values() for _, x in grouped_numbers([zh])]
+    assert not bad, "write numbers without group separators (65504, not 65 504 or 65,504):\n" + "\n".join(bad)
+
+
 def _heading(line: str, term: str) -> bool:
     """``line`` is a section heading (## 3 · Term, ## Term) or a bold line (**Term**) that says ``term``."""
     return bool(re.fullmatch(rf"(?:#+\s*(?:\d+[a-z]?\s*[·.]\s*)?|\*\*){re.escape(term)}(?:\*\*)?\s*", line.strip()))

@@ -414,7 +414,7 @@ HINTS: dict[str, str] = {
     "finite, but {err:.3g} away from FP32 attention on the rows that have keys: is the mask the right way round (keep is True where a query may attend), and the softmax over the keys (dim=-1)?":
         "结果有限，但在有键的行上与 FP32 注意力相差 {err:.3g}：掩码方向对吗（查询可以关注的位置 keep 为 True）？softmax 是沿键的维度（dim=-1）做的吗？",
     "inf/NaN for inputs of magnitude 40: q @ k^T overflows FP16 (65 504) before any later scale; scale q by 1/sqrt(d) before the product":
-        "输入量级为 40 时出现 inf/NaN：q @ k^T 在后面的缩放之前就已在 FP16 中上溢（65 504）；先把 q 乘以 1/sqrt(d) 再相乘",
+        "输入量级为 40 时出现 inf/NaN：q @ k^T 在后面的缩放之前就已在 FP16 中上溢（65504）；先把 q 乘以 1/sqrt(d) 再相乘",
     "finite, but {err:.3g} away from FP32 attention for inputs of magnitude 40":
         "结果有限，但输入量级为 40 时与 FP32 注意力相差 {err:.3g}",
     "assign both choice and state_gib": "请给 choice 和 state_gib 都赋值",
@@ -437,7 +437,7 @@ HINTS: dict[str, str] = {
     "t4_logits must be the logits tensor of your choice, run on tokens":
         "t4_logits 必须是你所选方案在 tokens 上运行得到的 logits 张量",
     "t4_logits hold inf/NaN: run first_nonfinite on that option; a residual stream past 65 504 needs FP32":
-        "t4_logits 含有 inf/NaN：对该选项运行 first_nonfinite；残差流超过 65 504 就需要 FP32",
+        "t4_logits 含有 inf/NaN：对该选项运行 first_nonfinite；残差流超过 65504 就需要 FP32",
     "{choice!r} overflows on this model: first_nonfinite(copy.deepcopy(ex_deep).half(), tokens, 'fp32') names the block":
         "{choice!r} 在这个模型上会上溢：first_nonfinite(copy.deepcopy(ex_deep).half(), tokens, 'fp32') 会指出是哪个块",
     "t4_logits are {dtype}: compute them with your choice (under fp16 autocast the head returns FP16)":
