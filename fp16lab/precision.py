@@ -29,7 +29,23 @@ __all__ = [
     "fp16_accumulation",
     "precision_context",
     "check_precision_supported",
+    "HalfOnCPUWarning",
+    "HalfMatmulOnCPUWarning",
 ]
+
+
+class HalfOnCPUWarning(UserWarning):
+    """fp16/bf16 ran on the CPU: it works, but slowly, so its timings are no FP16 speed-ups.
+
+    A category of its own so that a filter can name it in any language: the Chinese lab shows the text in
+    Chinese (``fp16lab.labs.runtime.i18n``), while a ``filterwarnings(message=...)`` matches the English text.
+    """
+
+    precision: str = "fp16"  # the one that ran on the CPU: "fp16" or "bf16"
+
+
+class HalfMatmulOnCPUWarning(UserWarning):
+    """A matmul sweep timed fp16/bf16 on the CPU: no Tensor Cores there, so the figures are no FP16 speeds."""
 
 
 class Precision(str, Enum):
@@ -191,11 +207,12 @@ def check_precision_supported(
             )
     elif dev.type == "cpu" and p in (Precision.FP16, Precision.BF16) and p not in _WARNED_CPU:
         _WARNED_CPU.add(p)
-        warnings.warn(
+        slow = HalfOnCPUWarning(
             f"{p.value} on the CPU runs, but is slow on CPUs without native half-precision "
-            "math; CPU timings are not FP16 speed-ups. (Shown once per session.)",
-            stacklevel=_caller_stacklevel(),
+            "math; CPU timings are not FP16 speed-ups. (Shown once per session.)"
         )
+        slow.precision = p.value
+        warnings.warn(slow, stacklevel=_caller_stacklevel())
     return p
 
 

@@ -101,7 +101,9 @@ def test_wave_quantization():
 
 
 def test_sweep_shape_and_columns_on_cpu():
-    with pytest.warns(UserWarning, match="not FP16 speed"):
+    from fp16lab.precision import HalfMatmulOnCPUWarning
+
+    with pytest.warns(HalfMatmulOnCPUWarning, match="not FP16 speed"):  # its own category: a filter can name it
         df = matmul_sweep([16, (8, 24, 15)], ["fp32", "fp16"], "cpu", min_run_time=0.01, progress=False)
     assert isinstance(df, pd.DataFrame) and len(df) == 4
     for col in ("m", "n", "k", "precision", "seconds", "iqr_s", "tflops", "aligned", "peak_tflops", "pct_of_peak", "device"):

@@ -84,7 +84,7 @@ def test_fixed_loop(ex1, capsys):
 
 @pytest.mark.parametrize(("wrong", "hint"), [
     (_loop(zero="never"), "not cleared every step"),                     # a forgotten step
-    (_loop(zero="before step"), "zero_grad belongs after the update"),   # the right call in the wrong place
+    (_loop(zero="before step"), r"never between backward\(\) and step\(\)"),  # the right call in the wrong place
     (_loop(scaler_on=False), "enabled GradScaler"),                      # a scaler that does nothing
     (_no_scaler, "enabled GradScaler"),                                  # no scaler at all
     (_loop(update=False), "scaler.update\\(\\) must follow"),            # a forgotten update

@@ -237,11 +237,11 @@ def test_the_catalogue_follows_the_glossary():
 # ---- a Chinese run, end to end: no English sentence of fp16lab's own ------------------------------------------
 #
 # What a learner in the Chinese lab reads from fp16lab itself (the card box, the doctor, the mode banner, the
-# stored-outputs note, what `make lab LAB_LANG=zh` prints, a lesson's first cells) must be Chinese: no run of
-# three or more English words. What may stay as it is: code and API names (`...`, dotted names, flags, paths),
-# quoted messages of other programs (torch's “...”), units, column names, the cited sources of the peak table
-# (document titles), the product names of ALLOWED, and in a lesson the lesson's own words (its code cells are the
-# English lesson's, byte for byte).
+# stored-outputs note, what `make lab LAB_LANG=zh` prints, a lesson's first cells, fp16lab's own warnings) must be
+# Chinese: no run of three or more English words. What may stay as it is: code and API names (`...`, dotted names,
+# flags, paths), quoted messages of other programs (torch's “...”), units, column names, the titles of the documents
+# the peak table cites (a figure derived from one is a sentence, in Chinese), the product names of ALLOWED, and in a
+# lesson the lesson's own words (its code cells are the English lesson's, byte for byte).
 
 _WORDS = re.compile(r"\b[A-Za-z]{2,}(?:(?:[,:;]? |'|-)[A-Za-z]{2,}){2,}\b")  # three or more English words in a row
 
@@ -253,10 +253,31 @@ ALLOWED = {
 }
 
 
+TITLE = re.compile(r"NVIDIA [\w ]+ (?:datasheet|whitepaper)(?: \([\w ,]+\))?")  # "NVIDIA H100 datasheet (NVL)"
+
+
 def _cited_sources() -> list[str]:
+    """The sources of the peak table that stay as they are in Chinese: document titles, nothing else."""
+    from fp16lab.course.card import cited_source
     from fp16lab.hardware import PEAK_TFLOPS
 
-    return sorted({p.source for p in PEAK_TFLOPS.values()}, key=len, reverse=True)
+    titles = {p.source for p in PEAK_TFLOPS.values() if cited_source(p.source, lang="zh") == p.source}
+    assert all(TITLE.fullmatch(t) for t in titles), \
+        f"not a document's title, so Chinese in a Chinese run (the catalogue, via cited_source): {sorted(titles)}"
+    return sorted(titles, key=len, reverse=True)
+
+
+def test_a_figure_derived_from_a_whitepaper_is_cited_in_chinese():
+    from fp16lab.course.card import cited_source
+    from fp16lab.hardware import PEAK_TFLOPS
+
+    assert cited_source("Ada whitepaper, 4090 scaled to 114 SMs", lang="zh") == "Ada 白皮书，由 RTX 4090 按 114 个 SM 折算"
+    assert cited_source(PEAK_TFLOPS["RTX 4060 Laptop"].source, lang="zh") == \
+        "Ada 白皮书的每 SM 速率 × 24 个 SM × 2370 MHz 最高加速频率（笔记本电脑的频率随功耗上限而变）"
+    assert cited_source("NVIDIA H200 datasheet", lang="zh") == "NVIDIA H200 datasheet", "a title stays"
+    for peak in PEAK_TFLOPS.values():
+        assert cited_source(peak.source, lang="en") == peak.source, "the English is the table's own text"
+    assert "Ada whitepaper, 4090 scaled to 114 SMs" not in _cited_sources(), "only titles pass untranslated"
 
 
 def english_sentences(text: str, allowed: str = "") -> list[str]:
@@ -294,10 +315,12 @@ def test_the_card_box_and_the_mode_speak_chinese(zh, monkeypatch, fake_gpu):
     p = PROFILES["rtx4090d"]
     boxes = [card_box(None), card_box(facts(p.name, p.capability, p.key)), card_box(facts("NVIDIA H200", (9, 0))),
              card_box(facts("Tesla T4", (7, 5))), card_box(facts("NVIDIA GeForce GTX 1660 Ti", (7, 5))),
-             card_box(facts("NVIDIA GeForce RTX 2080", (7, 5))), card_box(facts("NVIDIA A100-SXM4-40GB", (8, 0)))]
+             card_box(facts("NVIDIA GeForce RTX 2080", (7, 5))), card_box(facts("NVIDIA A100-SXM4-40GB", (8, 0))),
+             card_box(facts("NVIDIA GeForce RTX 4090 Laptop GPU", (8, 9))), card_box(facts("NVIDIA GeForce RTX 3060", (8, 6)))]
     for box in boxes:
         assert HAN.search(box.splitlines()[0]) and not english_sentences(box), box
     assert boxes[0].startswith("在这台机器上（没有 CUDA GPU）")
+    assert "（引用：Ada 白皮书，由 RTX 4090 按 114 个 SM 折算，147 对 294 TFLOP/s）" in boxes[1], boxes[1]
     fake_gpu("none")  # the last mode below is the one a machine without a CUDA GPU reports, on any machine
     for env in ({"FP16LAB_QUICK": "1"}, {"FP16LAB_QUICK": "", "CI": "true"}, {"FP16LAB_QUICK": "", "CI": ""}):
         for k, v in env.items():
@@ -484,3 +507,58 @@ def test_a_lessons_first_cells_speak_chinese_in_the_chinese_lab(monkeypatch, tmp
                  else "在你的显卡上"):
         assert part in seen, f"{part!r} not among the outputs"
     assert not bad, "English sentences of fp16lab's own in a Chinese run:\n" + "\n".join(bad)
+
+
+# ---- fp16lab's own warnings, under each lesson's filters ------------------------------------------------------------
+
+def _lesson_filters(lesson: str) -> list[str]:
+    """The ``warnings.filterwarnings(...)`` lines of a lesson's code cells (the same in both languages)."""
+    import nbformat
+
+    nb = nbformat.read(ROOT / "notebooks" / f"{lesson}.ipynb", as_version=4)
+    return [line.strip() for c in nb.cells if c.cell_type == "code" for line in c.source.splitlines()
+            if line.strip().startswith("warnings.filterwarnings(")]
+
+
+def _shown_warnings(filters: list[str], monkeypatch) -> list[str]:
+    """What a fresh session shows under ``filters`` (each warning that passes them, formatted as the warnings module
+    prints it): fit's precision check, twice, and a CPU fp16 sweep."""
+    import warnings
+
+    from fp16lab import precision
+    from fp16lab.align import matmul_sweep
+
+    monkeypatch.setattr(precision, "_WARNED_CPU", set())  # a new session
+    monkeypatch.setattr(warnings, "onceregistry", {})  # "once" filters start afresh
+    with warnings.catch_warnings(record=True) as passed:
+        warnings.resetwarnings()
+        for line in filters:
+            exec(line, {"warnings": warnings})  # the lesson's own filter, as its first cells set it
+        for _ in range(2):  # fit() checks the precision on every call
+            precision.check_precision_supported("fp16", "cpu")
+        matmul_sweep([8], "fp16", "cpu", min_run_time=0.001, progress=False)
+    shown = [warnings.formatwarning(w.message, w.category, w.filename, w.lineno) for w in passed]
+    return [text.split("Warning: ", 1)[1].splitlines()[0] for text in shown]
+
+
+@pytest.mark.parametrize("lesson", ["04_pitfalls_numerics", "05_pitfalls_speed_memory", "02_amp_training_loop",
+                                    "07_transformers", "09_fp8"])
+def test_fp16labs_own_warnings_speak_chinese_under_the_lessons_filters(lesson, monkeypatch):
+    """Lessons 04 and 05 show fp16lab's CPU warnings (once); 02, 07 and 09 silence the precision one. Their filters
+    match the English text (code cells are the same in both labs), so the Chinese lab must show exactly what the
+    English lab shows, in Chinese. In-process, with the lesson's own filter lines: no notebook runs."""
+    filters = _lesson_filters(lesson)
+    assert any("on the CPU runs" in f for f in filters), f"{lesson} no longer filters fp16lab's CPU warning: {filters}"
+    monkeypatch.setenv(i18n.LANG_ENV, "en")
+    english = _shown_warnings(filters, monkeypatch)
+    monkeypatch.setenv(i18n.LANG_ENV, "zh")
+    chinese = _shown_warnings(filters, monkeypatch)
+    assert len(chinese) == len(english), (english, chinese)
+    if lesson.startswith(("04", "05")):
+        assert english[0].startswith("fp16 on the CPU runs, but is slow") and len(english) == 2, english
+        assert chinese[0].startswith("fp16 可以在 CPU 上运行") and chinese[1].startswith("CPU 上的 fp16/bf16 矩阵乘法很慢")
+    else:
+        assert english == ["fp16/bf16 matmuls on the CPU are slow and use no Tensor Cores; these are not FP16 speed "
+                           "figures"], "the lesson silences the precision warning, not the sweep's"
+    for text in chinese:
+        assert HAN.search(text) and not english_sentences(text), text

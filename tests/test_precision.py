@@ -120,3 +120,18 @@ def test_half_on_cpu_warns_once_at_the_callers_line(monkeypatch):
         check_precision_supported("fp16", "cpu")
     assert len(caught) == 1 and "slow" in str(caught[0].message)
     assert caught[0].filename == __file__  # points at the user's code, not inside fp16lab
+    assert caught[0].category is precision.HalfOnCPUWarning and issubclass(caught[0].category, UserWarning)
+    assert str(caught[0].message).startswith("fp16 on the CPU runs, but is slow"), "the text lessons filter by"
+
+
+def test_half_on_cpu_can_be_filtered_by_its_category(monkeypatch):
+    import warnings
+
+    import fp16lab.precision as precision
+
+    monkeypatch.setattr(precision, "_WARNED_CPU", set())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.filterwarnings("ignore", category=precision.HalfOnCPUWarning)
+        check_precision_supported("bf16", "cpu")
+    assert caught == []

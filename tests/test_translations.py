@@ -390,6 +390,8 @@ def test_the_glossary_lists_terms_not_to_use():
         "spread, reduce, tie, normal number, batch size and doctor have one term each"
     assert {"交错", "缩放值", "被掩码", "页锁定", "存储的输出"} <= set(banned), \
         "interleaved, loss scale, masked, pinned memory and stored output have one term each"
+    assert {"剖析", "调度器（dispatcher）", "这个 torch 版本", "这个构建"} <= set(banned), \
+        "profiling, the dispatcher and a CUDA build of torch have one term each"
     assert all(any(b in a for b in banned) for a in allowed)  # allowed: a right term holding a banned one
     assert "笔记本电脑" in allowed and "硬件配置档" in allowed, "laptop and hardware profile keep their terms"
 
@@ -453,12 +455,51 @@ def test_the_term_check_finds_a_variant_and_lets_the_right_term_pass():
                                             (6, "体检")]
     assert banned_uses(["种子间波动幅度", "梯度归约的 dtype", "all-reduce（全归约）", "判为持平", "正规数与次正规数",
                         "有效批处理大小", "环境检查", "“实验不同批处理大小”"], banned, allowed) == []
+    assert banned_uses(["训练步剖析", "跳过 Python、调度器（dispatcher）", "这个 torch 版本没有它的核函数",
+                        "torch 为 CUDA 版本", "列出这个构建的 GPU 代码"], banned, allowed) == \
+        [(1, "剖析"), (2, "调度器（dispatcher）"), (3, "这个 torch 版本"), (4, "torch 为 CUDA 版本"), (5, "这个构建")]
+    assert banned_uses(["训练步的性能分析", "性能分析器（profiler）", "学习率调度器", "PyTorch 的算子分派器（dispatcher）",
+                        "装的是 CUDA 版 torch", "这个 torch 安装包", "而不是 PyTorch 版本", "先构建优化器"],
+                       banned, allowed) == [], "a torch (or CUDA) version is a 版本; a build is not"
 
 
 def test_no_translation_uses_a_term_the_glossary_rules_out():
     banned, allowed = _glossary()
     bad = [f"{f.relative_to(ROOT)}:{n}: {w!r}" for f, lines in _pages() for n, w in banned_uses(lines, banned, allowed)]
     assert not bad, "the glossary (notebooks/zh/README.md, 不要用) rules these out:\n" + "\n".join(bad)
+
+
+# Numbers: no group separators, five digits and more too (65504, 24564 MiB), as the article writes 1677 and the
+# lessons print 65504 (the start page's glossary says so). Code, math, links and quoted output keep theirs.
+GROUPED = re.compile(r"(?<![\w.#-])\d{1,3}(?:[ ,]\d{3})+(?![\w.])")
+
+
+def grouped_numbers(lines: list[str]) -> list[tuple[int, str]]:
+    """(line number, number) for each number written with group separators ("65 504", "24,564") outside code."""
+    found, fenced = [], False
+    for n, line in enumerate(lines, 1):
+        if line.startswith("```"):
+            fenced = not fenced
+        if fenced or line.startswith(("```", "<!--")):
+            continue
+        prose = re.sub(r"`[^`]*`|\$[^$]*\$|https?://\S+", " ", line)
+        found += [(n, m.group(0)) for m in GROUPED.finditer(prose)]
+    return found
+
+
+def test_the_number_check_finds_grouped_digits_and_lets_code_pass():
+    assert grouped_numbers(["最大值 65 504", "显卡报告 24,564 MiB", "汉字不到 1,000 个"]) == \
+        [(1, "65 504"), (2, "24,564"), (3, "1,000")]
+    assert grouped_numbers(["最大值 65504", "`65 504` 在代码里", "pull request 10956", "```", "x = 1,000", "```",
+                            "$2^{16} = 65 536$", "1.5 亿参数，8 的倍数（8、64、128）"]) == []
+
+
+def test_numbers_are_written_one_way():
+    from fp16lab.labs.runtime.i18n import ZH as CATALOGUE
+
+    bad = [f"{f.relative_to(ROOT)}:{n}: {x!r}" for f, lines in _pages() for n, x in grouped_numbers(lines)]
+    bad += [f"catalogue: {x!r} in {zh[:60]!r}" for zh in CATALOGUE.values() for _, x in grouped_numbers([zh])]
+    assert not bad, "write numbers without group separators (65504, not 65 504 or 65,504):\n" + "\n".join(bad)
 
 
 def _heading(line: str, term: str) -> bool:

@@ -12,7 +12,7 @@ import torch
 
 from fp16lab.align.sizes import ELEMENT_BYTES, parsed_alignment
 from fp16lab.checks import boolean, non_negative_int, positive_float, positive_int, sequence_of
-from fp16lab.precision import Precision, check_precision_supported, parse_precision
+from fp16lab.precision import HalfMatmulOnCPUWarning, Precision, check_precision_supported, parse_precision
 from fp16lab.timing import parsed_matmul_tflops
 
 __all__ = ["matmul_sweep"]
@@ -75,8 +75,8 @@ def matmul_sweep(
             check_precision_supported(p, dev)
     if dev.type == "cpu" and any(p in (Precision.FP16, Precision.BF16) for p in prec_list):
         warnings.warn(
-            "fp16/bf16 matmuls on the CPU are slow and use no Tensor Cores; these are not FP16 "
-            "speed figures",
+            HalfMatmulOnCPUWarning("fp16/bf16 matmuls on the CPU are slow and use no Tensor Cores; these are not "
+                                   "FP16 speed figures"),
             stacklevel=2,
         )
     rows = []

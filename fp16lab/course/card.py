@@ -9,12 +9,32 @@ is Chinese in the Chinese lab (``FP16LAB_LANG=zh``).
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 from fp16lab.hardware import GPUFacts
 from fp16lab.labs.runtime.i18n import tr
 
-__all__ = ["card_notes", "card_box"]
+__all__ = ["card_notes", "card_box", "cited_source"]
+
+
+def cited_source(source: str, lang: str | None = None) -> str:
+    """A cited peak's source (:attr:`fp16lab.hardware.Peak.source`) in the reader's language.
+
+    A document's title ("NVIDIA H200 datasheet") stays as it is; a figure derived from one ("Ada whitepaper,
+    4090 scaled to 114 SMs") is fp16lab's own sentence, so it goes through the catalogue. In English it is
+    ``source`` itself; ``lang`` as for :func:`~fp16lab.labs.runtime.i18n.tr`.
+    """
+    if m := re.fullmatch(r"(\S+) whitepaper, (\d+) scaled to (\d+) SMs", source):
+        return tr("{paper} whitepaper, {model} scaled to {sms} SMs", lang=lang, paper=m[1], model=m[2], sms=m[3])
+    laptop = " max boost (laptop clocks vary with power limit)"
+    if m := re.fullmatch(r"(\S+) whitepaper per-SM rates x (\d+) SMs x (\d+) MHz" + re.escape(laptop), source):
+        return tr("{paper} whitepaper per-SM rates x {sms} SMs x {mhz} MHz max boost (laptop clocks vary with power "
+                  "limit)", lang=lang, paper=m[1], sms=m[2], mhz=m[3])
+    if m := re.fullmatch(r"(\S+) whitepaper per-SM rates x (\d+) SMs x (\d+) MHz", source):
+        return tr("{paper} whitepaper per-SM rates x {sms} SMs x {mhz} MHz", lang=lang, paper=m[1], sms=m[2],
+                  mhz=m[3])
+    return source
 
 
 def _quick_rows() -> list[tuple[str, str]]:
@@ -37,7 +57,7 @@ def _accumulate_note(facts: GPUFacts) -> str:
         return tr("no cited peak for this chip in fp16lab.hardware.PEAK_TFLOPS; {kind}: measure it (section 6)",
                   kind=kind)
     gain = peak.fp16_acc16 / peak.fp16
-    cited = tr("(cited, {source}: {fp16:g} vs {acc16:g} TFLOP/s)", source=peak.source, fp16=peak.fp16,
+    cited = tr("(cited, {source}: {fp16:g} vs {acc16:g} TFLOP/s)", source=cited_source(peak.source), fp16=peak.fp16,
                acc16=peak.fp16_acc16)
     if gain >= 1.5:
         return tr("raises the FP16 Tensor Core peak {gain:.0f}x {cited}, at an accuracy cost (lesson 03): "

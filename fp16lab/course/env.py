@@ -17,6 +17,7 @@ import torch
 
 from fp16lab.checks import non_negative_int
 from fp16lab.checks import text as checks_text
+from fp16lab.course.card import cited_source
 from fp16lab.device import mps_available
 from fp16lab.hardware import PROFILE_ENV, active_profile, chip_features, gpu_facts
 from fp16lab.labs.runtime.i18n import tr
@@ -485,7 +486,7 @@ def _peak_check(name: str) -> Check:
         "peak table",
         tr("{gpu}: FP32 {fp32}, TF32 {tf32}, FP16 {fp16}, BF16 {bf16}, FP16-accumulate {acc16}, FP8 {fp8} "
            "dense TFLOP/s (cited: {source})", gpu=peak.gpu, fp32=peak.fp32, tf32=peak.tf32, fp16=peak.fp16,
-           bf16=peak.bf16, acc16=peak.fp16_acc16, fp8=peak.fp8, source=peak.source),
+           bf16=peak.bf16, acc16=peak.fp16_acc16, fp8=peak.fp8, source=cited_source(peak.source)),
     )
 
 

@@ -157,7 +157,8 @@ def check_fixed_loop(amp_train: object, model: nn.Module, batches: Sequence[Any]
                "carries the earlier steps' gradients"))
     require(bool(moved.norm() > 0),
             tr("Hint: the weights did not change: are the gradients cleared between backward() and "
-               "scaler.step()? zero_grad belongs after the update"))
+               "scaler.step()? Clear them at the start of a step (or after the previous update), never between "
+               "backward() and step()"))
     require(bool(moved.norm() > 0.01 * wanted.norm()),
             tr("Hint: the updates are thousands of times too small: the clipping saw gradients still multiplied by the "
                "loss scale"))

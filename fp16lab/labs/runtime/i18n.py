@@ -1,8 +1,9 @@
 """What the learner's own run prints, in their language: one switch, one catalogue, English by default.
 
 ``FP16LAB_LANG=zh`` (which ``python -m fp16lab lab --lang zh`` sets for its kernels) turns the exercise
-hints and verdicts, the stored-outputs note and the doctor's fixes into Chinese. The English text is
-the key (gettext-style), so English callers stay readable: ``tr("Hint: assign {name}", name="tol")``.
+hints and verdicts, the stored-outputs note, the doctor's fixes and fp16lab's own warnings (see
+:func:`format_warning`) into Chinese. The English text is the key (gettext-style), so English callers stay
+readable: ``tr("Hint: assign {name}", name="tol")``.
 A message without a Chinese entry, or an unknown ``FP16LAB_LANG``, falls back to English: never an
 error. Chinese entries follow the glossary (术语表) of ``notebooks/zh/README.md``; each keeps the
 same ``{fields}`` as its English (tests/test_i18n.py checks that, and that no entry is dead).
@@ -11,11 +12,12 @@ same ``{fields}`` as its English (tests/test_i18n.py checks that, and that no en
 from __future__ import annotations
 
 import os
+import warnings
 
 from fp16lab import checks
 from fp16lab.labs.runtime.i18n_hints import HINTS
 
-__all__ = ["LANG_ENV", "LANGUAGES", "check_lang", "language", "tr", "ZH"]
+__all__ = ["LANG_ENV", "LANGUAGES", "check_lang", "format_warning", "language", "tr", "ZH"]
 
 LANG_ENV = "FP16LAB_LANG"
 LANGUAGES = ("en", "zh")
@@ -84,7 +86,7 @@ ZH: dict[str, str] = {
     "convolutions will be slow; reinstall a CUDA torch wheel (it bundles cuDNN)":
         "卷积会很慢；请重新安装 CUDA 版的 torch wheel（它自带 cuDNN）",
     "the series does not support this GPU with this torch build; torch's CUDA 12.6 wheels still ship Volta (sm_70) kernels: `pip install torch torchvision --index-url https://download.pytorch.org/whl/cu126`":
-        "用这个 torch 版本，本系列不支持这块 GPU；torch 的 CUDA 12.6 wheel 仍带有 Volta（sm_70）的核函数：`pip install torch torchvision --index-url https://download.pytorch.org/whl/cu126`",
+        "本系列在这个 torch 安装包下不支持这块 GPU；torch 的 CUDA 12.6 wheel 仍带有 Volta（sm_70）的核函数：`pip install torch torchvision --index-url https://download.pytorch.org/whl/cu126`",
     "'% of peak' figures are not shown; add your GPU's datasheet numbers to `PEAK_TFLOPS`":
         "不显示“峰值算力百分比”；请把你的 GPU 的规格书数字加入 `PEAK_TFLOPS`",
     "fp16 runs but without Tensor Cores: expect little or no AMP speed-up on this GPU":
@@ -93,7 +95,7 @@ ZH: dict[str, str] = {
         "请用 fp16 加 GradScaler；这里 `torch.cuda.is_bf16_supported()` 可能仍返回 True，因为 bf16 是模拟的（很慢）",
     "FP32 matmuls run at plain FP32 speed": "FP32 矩阵乘法以普通 FP32 的速度运行",
     # the doctor's row labels (Check.name stays the English key) and values
-    "quick mode": "模式",
+    "quick mode": "运行模式",
     "torch CUDA build": "torch 的 CUDA 版本",
     "TF32 settings": "TF32 设置",
     "hardware profile": "硬件配置档",
@@ -120,7 +122,7 @@ ZH: dict[str, str] = {
     "available (fp16 autocast works; no GradScaler speed claims)": "可用（fp16 autocast 能用；不对 GradScaler 的速度下结论）",
     "{env} not usable": "{env} 不可用",
     "{sm}: this torch build has no kernels for it (built for {arches})":
-        "{sm}：这个 torch 版本没有它的核函数（编译目标为 {arches}）",
+        "{sm}：这个 torch 安装包里没有为它编译的核函数（编译目标为 {arches}）",
     "{name!r} is not in fp16lab.hardware.PEAK_TFLOPS": "{name!r} 不在 fp16lab.hardware.PEAK_TFLOPS 中",
     "{gpu}: FP32 {fp32}, TF32 {tf32}, FP16 {fp16}, BF16 {bf16}, FP16-accumulate {acc16}, FP8 {fp8} dense TFLOP/s (cited: {source})":
         "{gpu}：FP32 {fp32}、TF32 {tf32}、FP16 {fp16}、BF16 {bf16}、FP16 累加 {acc16}、FP8 {fp8} 稠密 TFLOP/s（引用：{source}）",
@@ -205,6 +207,10 @@ ZH: dict[str, str] = {
     "no cited peak for this chip in fp16lab.hardware.PEAK_TFLOPS; {kind}: measure it (section 6)":
         "fp16lab.hardware.PEAK_TFLOPS 中没有这块芯片的引用峰值；{kind}：请实测（第 6 节）",
     "(cited, {source}: {fp16:g} vs {acc16:g} TFLOP/s)": "（引用：{source}，{fp16:g} 对 {acc16:g} TFLOP/s）",
+    "{paper} whitepaper, {model} scaled to {sms} SMs": "{paper} 白皮书，由 RTX {model} 按 {sms} 个 SM 折算",
+    "{paper} whitepaper per-SM rates x {sms} SMs x {mhz} MHz max boost (laptop clocks vary with power limit)":
+        "{paper} 白皮书的每 SM 速率 × {sms} 个 SM × {mhz} MHz 最高加速频率（笔记本电脑的频率随功耗上限而变）",
+    "{paper} whitepaper per-SM rates x {sms} SMs x {mhz} MHz": "{paper} 白皮书的每 SM 速率 × {sms} 个 SM × {mhz} MHz",
     "raises the FP16 Tensor Core peak {gain:.0f}x {cited}, at an accuracy cost (lesson 03): worth trying for inference and for matmul-bound layers":
         "把 FP16 Tensor Core 的峰值提高到 {gain:.0f} 倍{cited}，代价是精度（第 03 课）：推理和以矩阵乘法为主的层值得一试",
     "same peak as FP32 accumulation {cited}: no speed to gain, keep FP32 accumulation":
@@ -227,6 +233,11 @@ ZH: dict[str, str] = {
     "yes (sm_89+): lesson 09 trains with it here": "有（sm_89+）：第 09 课会在这里用它训练",
     "no (needs sm_89+): lesson 09 shows its committed reference results": "没有（需要 sm_89+）：第 09 课展示已提交的参考结果",
     "FP16 accumulation": "FP16 累加",
+    # -- fp16lab's own warnings (fp16lab.precision's categories), shown through format_warning below ------------
+    "{precision} on the CPU runs, but is slow on CPUs without native half-precision math; CPU timings are not FP16 speed-ups. (Shown once per session.)":
+        "{precision} 可以在 CPU 上运行，但在没有原生半精度运算的 CPU 上很慢；CPU 上的计时不代表 FP16 的加速效果。（每个会话只提示一次。）",
+    "fp16/bf16 matmuls on the CPU are slow and use no Tensor Cores; these are not FP16 speed figures":
+        "CPU 上的 fp16/bf16 矩阵乘法很慢，也用不到 Tensor Core：这些数字不是 FP16 的速度",
     # -- the lab (fp16lab/course/lab.py): a reference lesson's tab label ------------------------------------------
     "reference · ": "参考版 · ",
     "exercises · ": "练习版 · ",
@@ -242,3 +253,40 @@ ZH: dict[str, str] = {
         "正在 {nbdir} 上启动 JupyterLab（这里 work/ 以外的课程是只读的；按 Ctrl-C 停止）",
     "reachable from other machines: http://{host}:{port}/lab?token={token}": "其他机器可以访问：http://{host}:{port}/lab?token={token}",
 }
+
+
+# ---- fp16lab's own warnings, in the reader's language ------------------------------------------------------------
+#
+# The learner library imports no catalogue (labs and course import the library, never the reverse), so it issues its
+# warnings in English, each with a category of its own (fp16lab.precision.HalfOnCPUWarning, HalfMatmulOnCPUWarning).
+# The lessons filter them by that English text (`warnings.filterwarnings("once", message="fp16 on the CPU runs")`),
+# and their code is the same in both labs: so the text stays English where filters match it, and only what is shown
+# changes. This module replaces warnings.formatwarning (the hook the warnings module offers for that) once, on import;
+# every lesson imports it (its first cell imports fp16lab.course.runtime.quick).
+
+
+def _in_language(message: Warning | str) -> Warning | str:
+    """``message`` as the reader sees it: one of fp16lab's own warnings in Chinese under ``FP16LAB_LANG=zh``."""
+    if language() != "zh" or type(message).__module__ != "fp16lab.precision":
+        return message
+    # fp16lab.precision is loaded already (it made the warning): importing it here costs nothing, and not at the top
+    # keeps torch out of what imports the catalogue alone (the lab's command line)
+    from fp16lab.precision import HalfMatmulOnCPUWarning, HalfOnCPUWarning
+
+    if isinstance(message, HalfOnCPUWarning):
+        return tr("{precision} on the CPU runs, but is slow on CPUs without native half-precision math; CPU timings "
+                  "are not FP16 speed-ups. (Shown once per session.)", precision=message.precision)
+    if isinstance(message, HalfMatmulOnCPUWarning):
+        return tr("fp16/bf16 matmuls on the CPU are slow and use no Tensor Cores; these are not FP16 speed figures")
+    return message
+
+
+def format_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                   line: str | None = None) -> str:
+    """:func:`warnings.formatwarning`, with fp16lab's own warnings in the reader's language (any other as it was)."""
+    return _PLAIN_FORMAT(_in_language(message), category, filename, lineno, line)
+
+
+_PLAIN_FORMAT = getattr(warnings.formatwarning, "plain", warnings.formatwarning)  # a reload wraps the original
+format_warning.plain = _PLAIN_FORMAT  # type: ignore[attr-defined]
+warnings.formatwarning = format_warning

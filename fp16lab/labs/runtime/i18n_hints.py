@@ -162,8 +162,8 @@ HINTS: dict[str, str] = {
     "Hint: amp_train must return the trained model": "提示：amp_train 必须返回训练后的模型",
     "Hint: your weights are not float32: keep the master weights in fp32 and let autocast cast the layers":
         "提示：你的权重不是 float32：主权重保持 fp32，由 autocast 去转换各层",
-    "Hint: the weights did not change: are the gradients cleared between backward() and scaler.step()? zero_grad belongs after the update":
-        "提示：权重没有变化：是不是在 backward() 和 scaler.step() 之间清空了梯度？zero_grad 应放在更新之后",
+    "Hint: the weights did not change: are the gradients cleared between backward() and scaler.step()? Clear them at the start of a step (or after the previous update), never between backward() and step()":
+        "提示：权重没有变化：是不是在 backward() 和 scaler.step() 之间清空了梯度？清空梯度要放在一步开始时（或上一步更新之后），不能夹在 backward() 和 step() 之间",
     "it needs at least two batches in ex_batches: run the cell above the exercise":
         "它需要 ex_batches 里至少有两个批次：先运行练习上面的单元格",
     "unscale_ and the clip go before scaler.step(optimizer): step already unscales and applies the gradients, so clipping after it changes nothing this step":
@@ -414,7 +414,7 @@ HINTS: dict[str, str] = {
     "finite, but {err:.3g} away from FP32 attention on the rows that have keys: is the mask the right way round (keep is True where a query may attend), and the softmax over the keys (dim=-1)?":
         "结果有限，但在有键的行上与 FP32 注意力相差 {err:.3g}：掩码方向对吗（查询可以关注的位置 keep 为 True）？softmax 是沿键的维度（dim=-1）做的吗？",
     "inf/NaN for inputs of magnitude 40: q @ k^T overflows FP16 (65 504) before any later scale; scale q by 1/sqrt(d) before the product":
-        "输入量级为 40 时出现 inf/NaN：q @ k^T 在后面的缩放之前就已在 FP16 中上溢（65 504）；先把 q 乘以 1/sqrt(d) 再相乘",
+        "输入量级为 40 时出现 inf/NaN：q @ k^T 在后面的缩放之前就已在 FP16 中上溢（65504）；先把 q 乘以 1/sqrt(d) 再相乘",
     "finite, but {err:.3g} away from FP32 attention for inputs of magnitude 40":
         "结果有限，但输入量级为 40 时与 FP32 注意力相差 {err:.3g}",
     "assign both choice and state_gib": "请给 choice 和 state_gib 都赋值",
@@ -437,7 +437,7 @@ HINTS: dict[str, str] = {
     "t4_logits must be the logits tensor of your choice, run on tokens":
         "t4_logits 必须是你所选方案在 tokens 上运行得到的 logits 张量",
     "t4_logits hold inf/NaN: run first_nonfinite on that option; a residual stream past 65 504 needs FP32":
-        "t4_logits 含有 inf/NaN：对该选项运行 first_nonfinite；残差流超过 65 504 就需要 FP32",
+        "t4_logits 含有 inf/NaN：对该选项运行 first_nonfinite；残差流超过 65504 就需要 FP32",
     "{choice!r} overflows on this model: first_nonfinite(copy.deepcopy(ex_deep).half(), tokens, 'fp32') names the block":
         "{choice!r} 在这个模型上会上溢：first_nonfinite(copy.deepcopy(ex_deep).half(), tokens, 'fp32') 会指出是哪个块",
     "t4_logits are {dtype}: compute them with your choice (under fp16 autocast the head returns FP16)":
