@@ -83,7 +83,7 @@ browser:
 test: setup browser lint
 	@echo "==> type check (mypy) in the background; its report follows the tests"
 	@if [ -n "$(FULL)" ]; then echo "==> FULL=1: every lesson in full mode on this machine's GPU (long), then the unit tests"; \
-	else echo "==> running the tests: unit tests (every student copy run and its exercises proved), every lesson in quick mode (nbval), JupyterLab in a browser"; fi
+	else echo "==> running the tests: unit tests, every lesson in quick mode (nbval), JupyterLab in a browser (the student copies: python -m fp16lab workshop verify)"; fi
 	@$(BIN)/python -m mypy > $(VENV)/mypy.log 2>&1 & types=$$!; \
 	if [ -n "$(FULL)" ]; then \
 	  FP16LAB_QUICK=0 $(BIN)/python -m pytest notebooks -v --nbval-cell-timeout=1800 -o console_output_style=classic \
