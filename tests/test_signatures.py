@@ -97,7 +97,6 @@ KNOWN_GAPS: dict[str, str] = {
     "fp16lab.course.lab.": _WORKSHOP, "fp16lab.labs.multi_gpu.": _L10,
 }
 KNOWN_GAP_ARGS: dict[str, tuple[str, ...]] = {  # exactly the (function, arguments) that still fail
-    'fp16lab.labs.benchmark.configs.BenchConfig': ('description',),
     'fp16lab.labs.benchmark.measure.attempt': ('session', 'action', 'reset'),
     'fp16lab.labs.benchmark.measure.skipped_row': ('session', 'reason'),
     'fp16lab.labs.benchmark.measure.time_box': ('seconds', 'what'),
@@ -870,9 +869,7 @@ KNOWN_VALUE_GAPS: dict[tuple[str, str, str], str] = {  # (function, argument, ca
     ('fp16lab.course.lab.lab_settings_dir', 'notebooks', 'a missing path'): _WORKSHOP,
     ('fp16lab.course.lab.write_lab_settings', 'folder', 'a garbled file'): _WORKSHOP,
     ('fp16lab.course.lab.write_lab_settings', 'folder', 'a missing path'): _WORKSHOP,
-    ('fp16lab.labs.benchmark.configs.default_configs', 'device', 'a device this machine lacks'): _AMP,
     ('fp16lab.labs.benchmark.configs.parse_configs', 'configs', 'an empty list'): _AMP,
-    ('fp16lab.labs.benchmark.configs.unsupported_reason', 'device', 'a device this machine lacks'): _AMP,
     ('fp16lab.labs.benchmark.measure.Session', 'dev', 'a device this machine lacks'): _AMP,
     ('fp16lab.labs.benchmark.measure.attempt', 'action', 'a function of five arguments'): _AMP,
     ('fp16lab.labs.benchmark.measure.time_box', 'seconds', 'inf'): _AMP,
