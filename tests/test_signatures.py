@@ -97,9 +97,6 @@ KNOWN_GAPS: dict[str, str] = {
     "fp16lab.course.lab.": _WORKSHOP, "fp16lab.labs.multi_gpu.": _L10,
 }
 KNOWN_GAP_ARGS: dict[str, tuple[str, ...]] = {  # exactly the (function, arguments) that still fail
-    'fp16lab.labs.benchmark.measure.attempt': ('session', 'action', 'reset'),
-    'fp16lab.labs.benchmark.measure.skipped_row': ('session', 'reason'),
-    'fp16lab.labs.benchmark.measure.time_box': ('seconds', 'what'),
     'fp16lab.labs.benchmark.steps.capture_step': ('step', 'device', 'warmup'),
 }
 ANY_VALUE = {  # (function, argument): every object is a valid value
@@ -870,11 +867,6 @@ KNOWN_VALUE_GAPS: dict[tuple[str, str, str], str] = {  # (function, argument, ca
     ('fp16lab.course.lab.write_lab_settings', 'folder', 'a garbled file'): _WORKSHOP,
     ('fp16lab.course.lab.write_lab_settings', 'folder', 'a missing path'): _WORKSHOP,
     ('fp16lab.labs.benchmark.configs.parse_configs', 'configs', 'an empty list'): _AMP,
-    ('fp16lab.labs.benchmark.measure.Session', 'dev', 'a device this machine lacks'): _AMP,
-    ('fp16lab.labs.benchmark.measure.attempt', 'action', 'a function of five arguments'): _AMP,
-    ('fp16lab.labs.benchmark.measure.time_box', 'seconds', 'inf'): _AMP,
-    ('fp16lab.labs.benchmark.measure.time_box', 'seconds', 'nan'): _AMP,
-    ('fp16lab.labs.benchmark.measure.time_box', 'seconds', 'negative'): _AMP,
     ('fp16lab.labs.benchmark.report.plot_results', 'path', 'a garbled file'): _AMP,
     ('fp16lab.labs.benchmark.report.readme_section', 'png', 'a missing path'): _AMP,
     ('fp16lab.labs.benchmark.steps.capture_step', 'device', 'a device this machine lacks'): _AMP,
