@@ -97,7 +97,6 @@ KNOWN_GAPS: dict[str, str] = {
     "fp16lab.course.lab.": _WORKSHOP, "fp16lab.labs.multi_gpu.": _L10,
 }
 KNOWN_GAP_ARGS: dict[str, tuple[str, ...]] = {  # exactly the (function, arguments) that still fail
-    'fp16lab.labs.benchmark.steps.capture_step': ('step', 'device', 'warmup'),
 }
 ANY_VALUE = {  # (function, argument): every object is a valid value
     ("instance", "value"), ("one_of", "value"), ("positive_int", "value"), ("non_negative_int", "value"),
@@ -869,14 +868,6 @@ KNOWN_VALUE_GAPS: dict[tuple[str, str, str], str] = {  # (function, argument, ca
     ('fp16lab.labs.benchmark.configs.parse_configs', 'configs', 'an empty list'): _AMP,
     ('fp16lab.labs.benchmark.report.plot_results', 'path', 'a garbled file'): _AMP,
     ('fp16lab.labs.benchmark.report.readme_section', 'png', 'a missing path'): _AMP,
-    ('fp16lab.labs.benchmark.steps.capture_step', 'device', 'a device this machine lacks'): _AMP,
-    ('fp16lab.labs.benchmark.steps.capture_step', 'device', 'an unknown device'): _AMP,
-    ('fp16lab.labs.benchmark.steps.capture_step', 'step', 'a function of five arguments'): _AMP,
-    ('fp16lab.labs.benchmark.steps.capture_step', 'warmup', 'a fraction for an int'): _AMP,
-    ('fp16lab.labs.benchmark.steps.capture_step', 'warmup', 'inf'): _AMP,
-    ('fp16lab.labs.benchmark.steps.capture_step', 'warmup', 'nan'): _AMP,
-    ('fp16lab.labs.benchmark.steps.capture_step', 'warmup', 'negative'): _AMP,
-    ('fp16lab.labs.benchmark.steps.capture_step', 'warmup', 'zero'): _AMP,
     ('fp16lab.labs.multi_gpu.model.global_batch', 'device', 'a device this machine lacks'): _L10,
     ('fp16lab.labs.multi_gpu.model.replica_spread', 'weights', 'a tensor of NaN'): _L10,
     ('fp16lab.labs.multi_gpu.model.replica_spread', 'weights', 'an empty tensor'): _L10,
