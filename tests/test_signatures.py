@@ -866,8 +866,6 @@ KNOWN_VALUE_GAPS: dict[tuple[str, str, str], str] = {  # (function, argument, ca
     ('fp16lab.course.lab.write_lab_settings', 'folder', 'a garbled file'): _WORKSHOP,
     ('fp16lab.course.lab.write_lab_settings', 'folder', 'a missing path'): _WORKSHOP,
     ('fp16lab.labs.benchmark.configs.parse_configs', 'configs', 'an empty list'): _AMP,
-    ('fp16lab.labs.benchmark.report.plot_results', 'path', 'a garbled file'): _AMP,
-    ('fp16lab.labs.benchmark.report.readme_section', 'png', 'a missing path'): _AMP,
     ('fp16lab.labs.multi_gpu.model.global_batch', 'device', 'a device this machine lacks'): _L10,
     ('fp16lab.labs.multi_gpu.model.replica_spread', 'weights', 'a tensor of NaN'): _L10,
     ('fp16lab.labs.multi_gpu.model.replica_spread', 'weights', 'an empty tensor'): _L10,
