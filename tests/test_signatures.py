@@ -869,7 +869,6 @@ KNOWN_VALUE_GAPS: dict[tuple[str, str, str], str] = {  # (function, argument, ca
     ('fp16lab.labs.multi_gpu.model.global_batch', 'device', 'a device this machine lacks'): _L10,
     ('fp16lab.labs.multi_gpu.model.replica_spread', 'weights', 'a tensor of NaN'): _L10,
     ('fp16lab.labs.multi_gpu.model.replica_spread', 'weights', 'an empty tensor'): _L10,
-    ('fp16lab.precision.autocast', 'device', 'a device this machine lacks'): _AMP,
     ('fp16lab.train.callbacks.Evaluate', 'loader', 'a wrong entry'): _AMP,
     ('fp16lab.train.checkpoint.load_checkpoint', 'path', 'a missing path'): _AMP,
     ('fp16lab.train.checkpoint.read_checkpoint', 'path', 'a missing path'): _AMP,
