@@ -870,8 +870,6 @@ KNOWN_VALUE_GAPS: dict[tuple[str, str, str], str] = {  # (function, argument, ca
     ('fp16lab.labs.multi_gpu.model.replica_spread', 'weights', 'a tensor of NaN'): _L10,
     ('fp16lab.labs.multi_gpu.model.replica_spread', 'weights', 'an empty tensor'): _L10,
     ('fp16lab.train.callbacks.Evaluate', 'loader', 'a wrong entry'): _AMP,
-    ('fp16lab.train.checkpoint.load_checkpoint', 'path', 'a missing path'): _AMP,
-    ('fp16lab.train.checkpoint.read_checkpoint', 'path', 'a missing path'): _AMP,
     ('fp16lab.train.loop.fit', 'loader', 'a wrong entry'): _AMP,
     ('fp16lab.train.step.evaluate', 'loader', 'a wrong entry'): _AMP,
     ('fp16lab.train.step.train_step', 'batches', 'a wrong entry'): _AMP,
