@@ -869,10 +869,6 @@ KNOWN_VALUE_GAPS: dict[tuple[str, str, str], str] = {  # (function, argument, ca
     ('fp16lab.labs.multi_gpu.model.global_batch', 'device', 'a device this machine lacks'): _L10,
     ('fp16lab.labs.multi_gpu.model.replica_spread', 'weights', 'a tensor of NaN'): _L10,
     ('fp16lab.labs.multi_gpu.model.replica_spread', 'weights', 'an empty tensor'): _L10,
-    ('fp16lab.train.callbacks.Evaluate', 'loader', 'a wrong entry'): _AMP,
-    ('fp16lab.train.loop.fit', 'loader', 'a wrong entry'): _AMP,
-    ('fp16lab.train.step.evaluate', 'loader', 'a wrong entry'): _AMP,
-    ('fp16lab.train.step.train_step', 'batches', 'a wrong entry'): _AMP,
 }
 
 
