@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from fp16lab.device import parse_device
+from fp16lab.device import parse_device, resolve_device
 from fp16lab.hardware import cuda_capability
 
 __all__ = [
@@ -99,9 +99,13 @@ def autocast(
     ``cache_enabled`` is torch's (default None: torch's own default, the weight-cast cache on);
     pass False inside a CUDA-graph capture or ``torch.compile`` region where the cache would
     keep stale casts. ``autocast("fp32", device)`` is an FP32 island inside an autocast region.
+    A device this machine lacks is refused (torch would only warn and run without autocast); inside
+    ``torch.compile`` only the name is checked (asking torch for its GPUs there breaks the graph).
     """
     p = parse_precision(precision)
     dev = parse_device(device)
+    if not torch.compiler.is_compiling():
+        dev = resolve_device(dev)
     if cache_enabled is not None and not isinstance(cache_enabled, bool):
         raise TypeError(f"cache_enabled must be True, False or None; got {cache_enabled!r}")
     dtype = p.autocast_dtype

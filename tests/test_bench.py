@@ -198,6 +198,7 @@ def test_what_the_device_cannot_run_is_a_skipped_row_with_the_reason(monkeypatch
     t4 = hardware.GPUFacts(0, "Tesla T4", "Tesla T4", (7, 5), 40, 16 * 2**30, 16 * 2**30, hardware.peak_for("Tesla T4"),
                            hardware.chip_features((7, 5), "Tesla T4"))
     monkeypatch.setattr(hardware, "gpu_facts", lambda device=None: t4)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a T4 here (a GPU this machine lacks is refused)
     cuda = torch.device("cuda")
     assert "bf16 needs compute capability 8.0" in unsupported_reason(CONFIGS["bf16_cl"], cuda)
     assert "sm_75" in unsupported_reason(CONFIGS["tf32"], cuda)

@@ -1171,6 +1171,41 @@ def test_loaders_that_yield_wrong_batches(batches: list, match: str) -> None:
     assert all(torch.equal(v, m.state_dict()[k]) for k, v in before.items())
 
 
+def test_a_wrong_entry_is_refused_naming_the_loader_and_its_index_before_anything_changes() -> None:
+    # a list is checked entry by entry up front; a DataLoader or a generator batch by batch as drawn (never twice)
+    m = mlp().eval()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    good = (torch.zeros(2, 12), torch.zeros(2, dtype=torch.long))
+    m(good[0]).sum().backward()  # a gradient fit would clear
+    grads = [q.grad.clone() for q in m.parameters()]
+    before = copy.deepcopy(m.state_dict())
+    drawn: list[int] = []
+
+    def gen():
+        for i, b in enumerate([7, good]):
+            drawn.append(i)
+            yield b
+
+    dicts = DataLoader([{"x": torch.zeros(12)}] * 4, batch_size=2)
+    for bad, match in (([good, good, 7], r"loader\[2\] must be a pair .*got 7 \(int\)"),
+                       (gen(), r"loader\[0\] must be a pair .*got 7 \(int\)"),
+                       (dicts, r"loader\[0\] must be a pair .*\(dict\)")):
+        with pytest.raises(ValueError, match=match):
+            fit(m, bad, opt, precision="fp32", steps=2, callbacks=[])
+        assert not m.training and all(torch.equal(q.grad, g) for q, g in zip(m.parameters(), grads, strict=True))
+        assert all(torch.equal(v, m.state_dict()[k]) for k, v in before.items())
+    assert drawn == [0]  # the generator was drawn once, up to its wrong entry
+    m.zero_grad(set_to_none=True)
+    with pytest.raises(ValueError, match=r"batches\[1\] must be a pair"):
+        train_step(m, opt, make_scaler("fp32", "cpu"), [good, (good[0],)], precision="fp32")
+    with pytest.raises(ValueError, match=r"loader\[1\] must be a pair"):
+        Evaluate([good, None])
+    with pytest.raises(ValueError, match=r"loader\[1\] must be a pair"):
+        evaluate(m, iter([good, None]))
+    with pytest.raises(ValueError, match=r"Evaluate's loader\[0\] must be a pair"):
+        fit(m, [good], opt, precision="fp32", steps=1, callbacks=[Evaluate(iter([None]))])
+
+
 def test_a_used_up_iterator_says_so() -> None:
     m = mlp()
     with pytest.raises(ValueError, match="loader: an iterator, used up after epoch 1"):

@@ -128,7 +128,8 @@ class Evaluate(Callback):
             return
         plan = run.plan
         if self.loader is not None:
-            run.rows[-1].update(evaluate_parsed(run.model, self.loader, plan.precision, plan.device, plan.loss_fn, False))
+            run.rows[-1].update(evaluate_parsed(run.model, self.loader, plan.precision, plan.device, plan.loss_fn, False,
+                                                name="Evaluate's loader"))
         if self.fn is not None:
             run.rows[-1].update(_metrics(self.fn(run.model)))
 

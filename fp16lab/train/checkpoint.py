@@ -209,9 +209,9 @@ def read_checkpoint(
     boolean("weights_only", weights_only)
     dev = resolve_device(map_location, name="map_location")
     if not p.exists():
-        raise FileNotFoundError(f"no checkpoint at {str(p)!r}")
+        raise FileNotFoundError(f"path: no checkpoint at {str(p)!r} (no such file)")
     if p.is_dir():
-        raise ValueError(f"{str(p)!r} is a folder, not a checkpoint file")
+        raise ValueError(f"path: {str(p)!r} is a folder, not a checkpoint file")
     invalid = f"{str(p)!r} is not a valid, complete fp16lab checkpoint"
     size = p.stat().st_size
     if size == 0:

@@ -112,7 +112,9 @@ def fit(
 ) -> History:
     """Train ``model`` with mixed precision done right; return a :class:`History`.
 
-    Every argument is checked before anything changes (a resume's whole checkpoint too).
+    Every argument is checked before anything changes (a resume's whole checkpoint too); a list
+    of batches entry by entry, a DataLoader's or an iterator's batches as they are drawn (the
+    first step's before the model or its gradients change), never by iterating it up front.
     ``model`` trains on its own device (move it first; fit never moves it) and its batches are
     moved there. Defaults: ``precision="fp16"`` (fp32, tf32, fp16 or bf16; TF32 set for the
     run by ``precision_context``), ``steps=None`` = one epoch (``steps`` counts optimizer steps

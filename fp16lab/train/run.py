@@ -30,7 +30,7 @@ from fp16lab.train.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from fp16lab.train.step import Batch, LossFn, StepResult, parsed_step
+from fp16lab.train.step import Batch, LossFn, StepResult, parsed_step, split_batch
 
 __all__ = ["History", "Plan", "Run", "HISTORY_COLUMNS"]
 
@@ -151,6 +151,7 @@ class _Stream:
                     break  # the epoch's last, shorter step
                 epoch = self.epoch
                 continue
+            split_batch(batch, f"loader[{self.pos}]" + (f" of epoch {self.epoch}" if self.epoch else ""))  # as drawn
             self.pos += 1
             micro.append(batch)
         return micro, epoch
@@ -255,10 +256,10 @@ class Run:
     def history(self) -> History:
         return History.from_rows(self.rows, **self.attrs)
 
-    def one_step(self, step: int) -> StepResult:
-        """Run one optimizer step and record its row."""
+    def one_step(self, step: int, taken: tuple[list[Batch], int] | None = None) -> StepResult:
+        """Run one optimizer step and record its row (``taken``: its micro-batches and epoch, drawn already)."""
         plan = self.plan
-        self.micro, epoch = self.stream.take(plan.accum_steps)
+        self.micro, epoch = taken if taken is not None else self.stream.take(plan.accum_steps)
         r = parsed_step(self.model, self.optimizer, self.scaler, self.micro, p=plan.precision, dev=plan.device,
                          params=self.params, loss_fn=plan.loss_fn, clip=plan.clip, channels_last=False,
                          track_grad_norm=True)
@@ -288,13 +289,16 @@ class Run:
         try:
             for cb in plan.callbacks:
                 cb.before_fit(self)
+            self.t_prev = time.perf_counter()
+            # the first step's batches are drawn (and checked) before the model or its gradients change
+            first = self.stream.take(plan.accum_steps) if self.start_step < plan.steps else None
             self.model.train()
             self.optimizer.zero_grad(set_to_none=True)
             self.elapsed = float(self.rows[-1]["time_s"]) if self.rows else 0.0
             with precision_context(plan.precision):
-                self.t_prev = time.perf_counter()
                 for step in range(self.start_step + 1, plan.steps + 1):
-                    r = self.one_step(step)
+                    r = self.one_step(step, first)
+                    first = None
                     for cb in plan.callbacks:
                         cb.after_step(self, step, r)
                     self.t_prev = time.perf_counter()  # callbacks' time (evaluation, saving) is not training time

@@ -150,7 +150,11 @@ def _resolve_run_device(model: nn.Module, device: "torch.device | str | None") -
 
 
 def check_loader(name: str, loader: object) -> int | None:
-    """``loader`` is an iterable of batches (not a tensor, string or dict), not empty; its len() or None."""
+    """``loader`` is an iterable of batches (not a tensor, string or dict), not empty; its len() or None.
+
+    A list or tuple of batches has each entry checked here (nothing is consumed); any other iterable
+    (a DataLoader, a generator) is never iterated here: its batches are checked as they are drawn.
+    """
     if not isinstance(loader, Iterable) or isinstance(loader, (torch.Tensor, str, bytes, Mapping)):
         raise ValueError(f"{name} must be an iterable of (inputs, targets) batches (a DataLoader or a list of "
                          f"pairs), got {type(loader).__name__}")
@@ -160,6 +164,9 @@ def check_loader(name: str, loader: object) -> int | None:
         n_batches = None
     if n_batches == 0:
         raise ValueError(f"{name} is empty (len({name}) == 0): it holds no batches")
+    if isinstance(loader, (list, tuple)):
+        for i, batch in enumerate(loader):
+            split_batch(batch, f"{name}[{i}]")
     return n_batches
 
 
@@ -190,13 +197,16 @@ def _total_norm(grads: list[torch.Tensor]) -> torch.Tensor:
     return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
 
 
-def split_batch(batch: object) -> tuple[torch.Tensor, torch.Tensor]:
+def split_batch(batch: object, name: str = "each batch") -> tuple[torch.Tensor, torch.Tensor]:
+    """``batch`` as (inputs, targets) when it is a pair of tensors; the error names ``name`` (e.g. ``loader[3]``)."""
     if isinstance(batch, (list, tuple)) and len(batch) == 2 and all(isinstance(t, torch.Tensor) for t in batch):
         return batch[0], batch[1]
     parts = ""
     if isinstance(batch, (list, tuple)):
         parts = f" of length {len(batch)}" + (f" ({', '.join(type(t).__name__ for t in batch)})" if len(batch) <= 4 else "")
-    raise ValueError(f"each batch must be a pair (inputs, targets) of tensors, got {type(batch).__name__}{parts}"
+    shown = " ".join(repr(batch).split())
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    raise ValueError(f"{name} must be a pair (inputs, targets) of tensors, got {shown} ({type(batch).__name__}{parts})"
                      + ("; convert numpy arrays with torch.from_numpy" if "ndarray" in parts else ""))
 
 
@@ -358,7 +368,8 @@ def train_step(
     channels_last: bool = False,
     track_grad_norm: bool = True,
 ) -> StepResult:
-    """One optimizer step over ``batches`` (its micro-batches: ``len(batches)`` = accumulation).
+    """One optimizer step over ``batches`` (its micro-batches: ``len(batches)`` = accumulation), each an
+    (inputs, targets) pair of tensors (a wrong entry is refused, ``batches[i]`` named, before the step).
 
     Defaults: ``precision="fp16"``, ``device`` = the model's, ``loss_fn`` = cross-entropy (it
     must return the batch mean, a 0-d tensor), no clipping, no scheduler, NCHW inputs, the
@@ -383,7 +394,8 @@ def train_step(
     instance("optimizer", optimizer, torch.optim.Optimizer, "a torch.optim.Optimizer")
     params, trainable = _scan(model, optimizer)
     instance("scaler", scaler, torch.amp.GradScaler, "a torch.amp.GradScaler (make_scaler(precision, device))")
-    batches = sequence_of("batches", batches, example="[(x, y)] (one (inputs, targets) pair per micro-batch)")
+    batches = sequence_of("batches", batches, example="[(x, y)] (one (inputs, targets) pair per micro-batch)",
+                          item=lambda name, batch: split_batch(batch, name))
     p = parse_precision(precision)
     check_scaler_fits(scaler, p)
     check_scheduler(scheduler, optimizer)
@@ -412,7 +424,8 @@ def evaluate(
     """Mean loss and accuracy of ``model`` over ``loader`` in eval mode, under autocast.
 
     Defaults: ``precision="fp32"``, ``device`` = the model's, ``loss_fn`` = cross-entropy
-    (it must average over the batch). Returns ``{"val_loss", "val_accuracy"}`` (accuracy
+    (it must average over the batch). Each batch must be an (inputs, targets) pair of tensors:
+    a list's entries are checked first, a DataLoader's as they come (``loader[i]`` named). Returns ``{"val_loss", "val_accuracy"}`` (accuracy
     NaN when not classification); restores the model's train/eval mode afterwards.
     """
     module("model", model)
@@ -425,15 +438,16 @@ def evaluate(
 
 @torch.no_grad()
 def evaluate_parsed(model: nn.Module, loader: Iterable[Batch], p: Precision, dev: torch.device, loss_fn: LossFn,
-              channels_last: bool) -> dict[str, float]:
+              channels_last: bool, name: str = "loader") -> dict[str, float]:
+    """:func:`evaluate` on parsed arguments; each batch is checked as it is drawn (``name[i]`` in the message)."""
     was_training = model.training
     model.eval()
     total = torch.zeros((), device=dev, dtype=torch.float64)
     correct = torch.zeros((), device=dev, dtype=torch.int64)
     count, classify = 0, True
     try:
-        for batch in loader:
-            x, y = split_batch(batch)
+        for i, batch in enumerate(loader):
+            x, y = split_batch(batch, f"{name}[{i}]")
             x, y = _to_device(x, dev, channels_last), y.to(dev, non_blocking=True)
             with autocast(p, dev):
                 out = model(x)

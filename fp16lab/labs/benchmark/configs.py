@@ -18,8 +18,17 @@ from typing import Any
 import torch
 from torch import nn
 
-from fp16lab.checks import boolean, distinct, instance, non_negative_int, one_of, positive_int, sequence_of
-from fp16lab.device import parse_device
+from fp16lab.checks import (
+    boolean,
+    distinct,
+    instance,
+    non_negative_int,
+    one_of,
+    positive_int,
+    sequence_of,
+    text,
+)
+from fp16lab.device import parse_device, resolve_device
 from fp16lab.labs.runtime.quick import pick
 from fp16lab.precision import Precision, parse_precision
 
@@ -98,6 +107,7 @@ class BenchConfig:
                 f"got {self.compile_mode!r}"
             )
         one_of("loop", self.loop, LOOPS)
+        text("description", self.description)
         if self.loop == "article" and (self.precision is not Precision.FP16 or self.cuda_graph):
             raise ValueError("loop 'article' is the article's FP16 loop as written: precision must be 'fp16', no cuda_graph")
 
@@ -282,9 +292,9 @@ def default_configs(device: torch.device) -> list[str]:
 
     Quick mode on the CPU: fp32_true, fp32_default, bf16_cl (FP16 matmuls are 30-80x slower
     than FP32 on CPUs without native half math). Quick mode on CUDA: article, fp32_default and
-    the recommended recipe.
+    the recommended recipe. A device this machine lacks is refused (its list would not run here).
     """
-    device = parse_device(device)  # 'gpu' is not a device: a clear ValueError, not an AttributeError
+    device = resolve_device(parse_device(device))  # "gpu" or a GPU not here: a clear ValueError
     if device.type == "cuda":
         return pick(quick=["article", "fp32_default", RECOMMENDED], full=list(COMPARISON))
     return ["fp32_true", "fp32_default", "bf16_cl"]
@@ -382,9 +392,12 @@ def config_entry(label: str, entry: object) -> BenchConfig:
 
 
 def unsupported_reason(cfg: BenchConfig, device: torch.device) -> str | None:
-    """Why ``device`` cannot run ``cfg`` (the row is skipped with this reason), or None."""
+    """Why ``device`` cannot run ``cfg`` (the row is skipped with this reason), or None.
+
+    ``device`` must exist on this machine (a GPU that is not here has no answer: a ValueError says so).
+    """
     instance("cfg", cfg, BenchConfig, "a BenchConfig (parse_configs builds them)")
-    device = parse_device(device)
+    device = resolve_device(parse_device(device))
     if cfg.cuda_only and device.type != "cuda":
         what = "the article's loop calls .cuda()" if cfg.loop == "article" else "CUDA graphs exist only on CUDA"
         return f"needs a CUDA GPU ({what}); this device is {device.type}"

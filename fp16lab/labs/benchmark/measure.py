@@ -25,8 +25,8 @@ from typing import Any
 
 import torch
 
-from fp16lab.checks import instance, one_of, positive_int
-from fp16lab.device import choose_device, free_memory, is_oom, parse_device, synchronize
+from fp16lab.checks import boolean, function, instance, one_of, positive_float, positive_int, text
+from fp16lab.device import choose_device, free_memory, is_oom, parse_device, resolve_device, synchronize
 from fp16lab.labs.benchmark.configs import (
     TASKS,
     BenchConfig,
@@ -126,7 +126,7 @@ def _session_args(spec: ModelSpec, cfg: BenchConfig, batch: int, s: BenchSetting
             positive_int("batch", batch),
             instance("s", s, BenchSettings, "a BenchSettings (default_settings() builds one)"),
             one_of("task", task, TASKS),
-            parse_device(dev, name="dev"))
+            resolve_device(parse_device(dev, name="dev"), name="dev"))
 
 
 class Session:
@@ -223,12 +223,31 @@ class Session:
 Opener = Callable[[ModelSpec, BenchConfig, int, BenchSettings, str, torch.device], Session]
 
 
+def _check_session(session: object) -> None:
+    """A :class:`Session`, or a stand-in from run_benchmark's ``opener`` with what a row needs: ``row`` (a
+    dict), ``cfg`` (a BenchConfig), ``batch``, ``dev`` and ``close()``."""
+    if isinstance(session, Session):
+        return
+    if (isinstance(getattr(session, "row", None), dict) and isinstance(getattr(session, "cfg", None), BenchConfig)
+            and isinstance(getattr(session, "dev", None), torch.device) and hasattr(session, "batch")
+            and callable(getattr(session, "close", None))):
+        return
+    raise ValueError(f"session must be a Session (or an opener's stand-in with row, cfg, batch, dev and close()), "
+                     f"got {session!r:.80} ({type(session).__name__})")
+
+
 @contextlib.contextmanager
 def time_box(seconds: float | None, what: str) -> Iterator[None]:
-    """Raise :class:`CompileTimeout` in the block after ``seconds`` (POSIX main thread only; else no box)."""
+    """Raise :class:`CompileTimeout` in the block after ``seconds`` (POSIX main thread only; else no box).
+
+    ``seconds``: a finite number > 0, or None (no box); ``what`` names the configuration in the message.
+    """
     import signal
     import threading
 
+    if seconds is not None:
+        seconds = positive_float("seconds", seconds)
+    text("what", what)
     if seconds is None or not hasattr(signal, "SIGALRM") or threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -247,7 +266,14 @@ def time_box(seconds: float | None, what: str) -> Iterator[None]:
 
 def attempt(session: Session, action: Callable[[], None], *, reset: bool = True) -> bool:
     """Run ``action``; on an exception mark the session's row (OOM / timeout / error), close it and free
-    memory (``reset=False`` keeps other open sessions' compiled graphs: no ``torch.compiler.reset``)."""
+    memory (``reset=False`` keeps other open sessions' compiled graphs: no ``torch.compiler.reset``).
+
+    ``session``: a :class:`Session` (or what run_benchmark's ``opener`` builds in its place); ``action``
+    a function of no arguments. Checked before ``action`` runs.
+    """
+    _check_session(session)
+    function("action", action, "a function of no arguments", n_args=0)
+    boolean("reset", reset)
     try:
         action()
         return True
@@ -295,7 +321,10 @@ def release(dev: torch.device, compiled: bool) -> None:
 
 
 def skipped_row(session: Session, reason: str) -> dict[str, Any]:
-    """The row of a configuration this device cannot run, with the reason."""
+    """The row of a configuration this device cannot run, with the reason (a non-empty str)."""
+    _check_session(session)
+    if not text("reason", reason).strip():
+        raise ValueError(f"reason must say why the configuration is skipped, got {reason!r}")
     session.row.update(status="skipped", error=reason)
     return session.close()
 

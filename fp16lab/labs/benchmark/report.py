@@ -343,6 +343,20 @@ def _side_row(source: str, res: BenchResult, fp32: str, half: str, batch: int | 
     }
 
 
+def _image_path(name: str, value: object) -> Path:
+    """Where a plot is saved: a file in an existing folder, in a format matplotlib writes (no suffix: PNG)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    out = _path(name, value)
+    if out.is_dir() or not out.parent.is_dir():
+        raise ValueError(f"{name} {str(out)!r} must be a file in an existing folder")
+    kinds = FigureCanvasBase.get_supported_filetypes()
+    if out.suffix and out.suffix[1:].lower() not in kinds:
+        raise ValueError(f"{name} {str(out)!r}: matplotlib cannot write {out.suffix!r} files; end it in one of "
+                         + ", ".join(f".{k}" for k in sorted(kinds)) + " (e.g. .png)")
+    return out
+
+
 def plot_results(frame: pd.DataFrame, path: "str | os.PathLike[str] | None" = None, *, title: str = "") -> Any:
     """Bar charts of images/s and peak GB per configuration (comparison and exploration rows that ran).
 
@@ -354,9 +368,7 @@ def plot_results(frame: pd.DataFrame, path: "str | os.PathLike[str] | None" = No
 
     check_frame("frame", frame, _ROW_COLUMNS)
     if path is not None:
-        out = _path("path", path)
-        if out.is_dir() or not out.parent.is_dir():
-            raise ValueError(f"path {str(out)!r} must be a file in an existing folder")
+        _image_path("path", path)
     instance("title", title, str, "a string")
     t = pd.concat([comparison_table(frame).assign(explore=False), comparison_table(frame, "explore").assign(explore=True)])
     t = t[t["img/s"].apply(lambda v: isinstance(v, (int, float)))]
@@ -398,12 +410,13 @@ def readme_section(results: "str | os.PathLike[str]", png: "str | os.PathLike[st
     """Markdown for the README: the run's table, its targets, its exploration and plot, the article's claim.
 
     Reads ``results`` (a file written by ``python -m fp16lab bench``), writes the plot to
-    ``png`` (default: the results path with ``.png``) and returns the markdown to paste.
+    ``png`` (default: the results path with ``.png``; a file in an existing folder, checked before
+    anything is read) and returns the markdown to paste.
     """
     import matplotlib.pyplot as plt
 
     source = existing_path("results", results, kind="file")
-    png_path = _path("png", png) if png is not None else source.with_suffix(".png")
+    png_path = _image_path("png", png) if png is not None else source.with_suffix(".png")
     res = BenchResult.load(source)
     m, b = res.metadata, res.metadata.get("benchmark", {})
     plt.close(plot_results(res.frame, png_path, title=f"{b.get('model', '')} training, {m.get('device')}, {m.get('date')}"))

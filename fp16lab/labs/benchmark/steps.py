@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fp16lab.checks import function, positive_int
+from fp16lab.device import parse_device, resolve_device
 from fp16lab.labs.benchmark.configs import BenchConfig, BenchSettings, ModelSpec
 from fp16lab.precision import autocast
 from fp16lab.train import amp_step, make_scaler, train_step
@@ -79,8 +81,14 @@ def capture_step(step: Callable[[], None], device: torch.device, warmup: int = 3
     autotuning, lazily made state such as the GradScaler's scale), then one captured call.
     ``step`` must leave the gradients ``None`` (``zero_grad(set_to_none=True)``), so the
     captured backward allocates them from the graph's private memory pool, and must not read
-    anything back to the host (``.item()``): a capture forbids synchronisation.
+    anything back to the host (``.item()``): a capture forbids synchronisation. ``device`` must be
+    a CUDA GPU of this machine (CUDA graphs exist only there); ``warmup`` (default 3) at least 1.
     """
+    function("step", step, "a function of no arguments (one training step)", n_args=0)
+    warmup = positive_int("warmup", warmup)
+    device = resolve_device(parse_device(device))
+    if device.type != "cuda":
+        raise ValueError(f"device {str(device)!r}: CUDA graphs exist only on CUDA; give a CUDA device, e.g. 'cuda'")
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(side):
