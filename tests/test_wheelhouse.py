@@ -62,7 +62,8 @@ def test_setup_the_wheelhouse_and_ci_install_from_the_constraints():
     make = (ROOT / "Makefile").read_text()
     assert "LOCK   ?= constraints.txt" in make and "$(PIN) -e '.[dev]'" in make and "$(PIN) torch torchvision" in make
     lane = (ROOT / ".ci" / "cpu-lane.sh").read_text()
-    assert "-c $V/constraints-cpu.txt -e '.[dev]'" in lane and "workshop wheelhouse" in lane and "--no-index" in lane
+    assert "-c $V/constraints-cpu.txt -r $V/requirements.txt" in lane and "--no-deps -c $V/constraints-cpu.txt -e ." in lane
+    assert 'project["optional-dependencies"]["dev"]' in lane and "workshop wheelhouse" in lane and "--no-index" in lane
     assert all(wheelhouse.wheelhouse_commands("w", p, root=ROOT)[-1].count("-c") == 1 for p in wheelhouse.PLATFORMS)
     assert Marker('python_version >= "3.11"').evaluate() == (sys.version_info >= (3, 11))
 
