@@ -211,6 +211,12 @@ ZH: dict[str, str] = {
     "{paper} whitepaper per-SM rates x {sms} SMs x {mhz} MHz max boost (laptop clocks vary with power limit)":
         "{paper} 白皮书的每 SM 速率 × {sms} 个 SM × {mhz} MHz 最高加速频率（笔记本电脑的频率随功耗上限而变）",
     "{paper} whitepaper per-SM rates x {sms} SMs x {mhz} MHz": "{paper} 白皮书的每 SM 速率 × {sms} 个 SM × {mhz} MHz",
+    # the cited documents themselves (course/card.py's cited_source): the kind of document as the lessons say it
+    "{gpu} datasheet": "{gpu} 规格书",
+    "{gpu} datasheet ({variant})": "{gpu} 规格书（{variant}）",
+    "{paper} whitepaper": "{paper} 白皮书",
+    "NVIDIA Ada GPU architecture whitepaper": "NVIDIA Ada GPU 架构白皮书",
+    "NVIDIA H100 Tensor Core GPU Architecture whitepaper (SXM5, dense)": "NVIDIA H100 Tensor Core GPU 架构白皮书（SXM5，稠密）",
     "raises the FP16 Tensor Core peak {gain:.0f}x {cited}, at an accuracy cost (lesson 03): worth trying for inference and for matmul-bound layers":
         "把 FP16 Tensor Core 的峰值提高到 {gain:.0f} 倍{cited}，代价是精度（第 03 课）：推理和以矩阵乘法为主的层值得一试",
     "same peak as FP32 accumulation {cited}: no speed to gain, keep FP32 accumulation":
