@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
@@ -392,6 +393,57 @@ def test_the_reference_notes_speak_chinese(zh, capsys):
     load_reference("never_recorded_zh")
     out = capsys.readouterr().out
     assert out.startswith("已提交的 GPU 参考结果") and not english_sentences(out) and " mode" not in out, out
+
+
+def test_lesson_09s_status_lines_and_banner_speak_chinese(zh, monkeypatch, capsys, tmp_path):
+    """Lesson 09's first cell prints fp16lab's FP8 and torchao status; a GPU without FP8 gets the NOT MEASURED
+    banner. The reason stays English in the object (its errors quote it); what is printed is Chinese."""
+    import fp16lab.labs.fp8.matmul as matmul_mod
+    import fp16lab.labs.fp8.training as training_mod
+    import fp16lab.labs.runtime.quick as quick
+    import fp16lab.labs.runtime.results as results
+    from fp16lab.hardware import GPUFacts, chip_features
+    from fp16lab.labs.fp8 import TorchaoStatus, fp8_capable, fp8_measure, summarize_import_noise
+
+    def facts(cap):
+        return GPUFacts(0, "NVIDIA GeForce RTX 3060", "NVIDIA GeForce RTX 3060", cap, 28, 2**33, 2**33, None,
+                        chip_features(cap, "NVIDIA GeForce RTX 3060"), None)
+
+    lines = [str(fp8_capable("cpu")), str(fp8_capable("mps")), str(TorchaoStatus(True, "0.18.0", "")),
+             str(TorchaoStatus(False, None, "ImportError: No module named 'torchao'")),
+             summarize_import_noise([], [], "some output")]
+    for cap in ((8, 9), (8, 6)):
+        monkeypatch.setattr(matmul_mod, "gpu_facts", lambda dev, cap=cap: facts(cap))
+        lines.append(str(fp8_capable("cuda")))
+    no_fp8 = fp8_capable("cuda")  # sm_86
+    assert lines[-2].startswith("FP8：支持。") and lines[-1].startswith("FP8：不支持。NVIDIA GeForce RTX 3060 是 sm_86；")
+    assert no_fp8.reason.startswith("NVIDIA GeForce RTX 3060 is sm_86;"), "the object keeps the English reason"
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    results.save_results(pd.DataFrame({"x": [1.0]}), tmp_path / "fp8_zh.json",
+                         {"device": "NVIDIA H200", "device_type": "cuda"})
+    monkeypatch.setattr(quick, "live_gpu", lambda: True)
+    monkeypatch.setattr(training_mod, "fp8_capable", lambda dev: no_fp8)
+    fp8_measure("fp8_zh", lambda: pd.DataFrame(), device="cpu")
+    banner = capsys.readouterr().out
+    assert banner.startswith("此处未测量：NVIDIA GeForce RTX 3060 是 sm_86；") and "改为显示已提交的参考结果。" in banner
+    for text in [*lines, banner]:
+        assert HAN.search(text) and not english_sentences(text), text
+
+
+def test_lesson_10s_worker_timeout_speaks_chinese(zh):
+    """The timeout lesson 10 shows, from the pool's own wait (no process starts: nothing answers in 0 s)."""
+    import queue
+
+    from fp16lab.labs.multi_gpu.launcher import Workers, WorkerTimeout
+
+    pool = Workers.__new__(Workers)  # only what _collect reads
+    pool.world = type("World", (), {"world_size": 2})()
+    pool._outbox, pool._procs, pool._abort = queue.Queue(), [], lambda: None
+    with pytest.raises(WorkerTimeout) as info:
+        pool._collect(1, "task 'hang'", 0.0, said=tr("task {name!r}", name="hang"))
+    text = str(info.value)
+    assert text.startswith("rank 0、1 没有在 0 秒的超时时间内完成任务 'hang'（2 个 rank 中有 0 个作答）"), text
+    assert info.value.task == "task 'hang'" and not english_sentences(text), text
 
 
 def test_the_lab_and_the_workspace_commands_speak_chinese(zh, monkeypatch, tmp_path, capsys):

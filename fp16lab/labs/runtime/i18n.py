@@ -244,6 +244,38 @@ ZH: dict[str, str] = {
         "{precision} 可以在 CPU 上运行，但在没有原生半精度运算的 CPU 上很慢；CPU 上的计时不代表 FP16 的加速效果。（每个会话只提示一次。）",
     "fp16/bf16 matmuls on the CPU are slow and use no Tensor Cores; these are not FP16 speed figures":
         "CPU 上的 fp16/bf16 矩阵乘法很慢，也用不到 Tensor Core：这些数字不是 FP16 的速度",
+    # -- lesson 09's status lines and banner (fp16lab/labs/fp8): FP8 here, torchao, a section not measured ----------
+    "FP8: yes. {reason}": "FP8：支持。{reason}",
+    "FP8: no. {reason}": "FP8：不支持。{reason}",
+    "no CUDA GPU is visible here": "这里看不到 CUDA GPU",
+    "{label} is {sm}: FP8 Tensor Cores (sm_89 Ada and newer)": "{label} 是 {sm}：有 FP8 Tensor Core（sm_89 的 Ada 及更新的架构）",
+    "{label} is {sm}; FP8 Tensor Cores need sm_89 (Ada) or newer (Hopper is sm_90): this GPU cannot run FP8 matmuls":
+        "{label} 是 {sm}；FP8 Tensor Core 需要 sm_89（Ada）或更新的架构（Hopper 是 sm_90）：这块 GPU 不能运行 FP8 矩阵乘法",
+    "PyTorch's CPU kernel runs FP8 matmuls: right numerics, no speed-up":
+        "PyTorch 的 CPU 核函数能运行 FP8 矩阵乘法：数值正确，但没有加速",
+    "PyTorch's CPU kernel runs FP8 matmuls: right numerics, no speed-up; rowwise scales are emulated (its kernel is per-tensor only)":
+        "PyTorch 的 CPU 核函数能运行 FP8 矩阵乘法：数值正确，但没有加速；按行缩放是模拟的（它的核函数只支持按张量缩放）",
+    "torch {version} has no CPU kernel for torch._scaled_mm": "torch {version} 没有 torch._scaled_mm 的 CPU 核函数",
+    "PyTorch has no FP8 matmul on {kind!r}": "PyTorch 在 {kind!r} 上没有 FP8 矩阵乘法",
+    "torchao {version}: torchao.float8 imports (float8 training available)":
+        "torchao {version}：torchao.float8 可以导入（可以进行 float8 训练）",
+    "torchao not available ({reason}); install it with: {command}  (or: {alternative})":
+        "torchao 不可用（导入时出错：“{reason}”）；安装方法：{command}（或者：{alternative}）",
+    "torchao import notes (captured, not errors): {notes}": "torchao 导入时的输出（已捕获，不是错误）：{notes}",
+    "{n} optional C++ extension(s) not loaded ({names}: kernels for MX formats and sm_90a CUTLASS, unused by float8 training)":
+        "{n} 个可选的 C++ 扩展没有加载（{names}：MX 格式和 sm_90a CUTLASS 的核函数，float8 训练用不到）",
+    "{n} log message(s) ({first!r}...)": "{n} 条日志消息（{first!r}……）",
+    "{n} warning(s) from torchao's own source ({kinds}), harmless": "torchao 自身源代码发出的 {n} 条警告（{kinds}），无害",
+    "other output: {first!r}": "其他输出：{first!r}",
+    "; ": "；",
+    "NOT MEASURED HERE: {blocked}. Showing the committed reference instead.": "此处未测量：{blocked}。改为显示已提交的参考结果。",
+    # -- lesson 10's in-notebook process pool (fp16lab/labs/multi_gpu/launcher.py): ranks that do not answer -------
+    "{who} did not finish {what} within the timeout of {limit:g} s ({answered} of {n} ranks answered); all workers were stopped. A rank that hangs, or waits in a collective for a rank that never joins it, looks like this. Start new Workers to continue.":
+        "{who} 没有在 {limit:g} 秒的超时时间内完成{what}（{n} 个 rank 中有 {answered} 个作答）；所有工作进程都已停止。某个 rank 卡住，或者在集合通信中等待一个永远不会加入的 rank 时，就会出现这种情况。请启动新的 Workers 再继续。",
+    "ranks {ranks}": "rank {ranks}",
+    ", ": "、",
+    "task {name!r}": "任务 {name!r}",
+    "start-up (spawn, import torch, join the process group)": "启动（spawn、import torch、加入进程组）",
     # -- the lab (fp16lab/course/lab.py): a reference lesson's tab label ------------------------------------------
     "reference · ": "参考版 · ",
     "exercises · ": "练习版 · ",
