@@ -58,11 +58,11 @@ ZH: dict[str, str] = {
     "check": "检查项",
     "value": "值",
     "status": "状态",
-    "fix": "修复方法",
+    "fix": "修复办法",
     "fix: {fix}": "修复：{fix}",
     "verdict: {verdict}": "结论：{verdict}",
     "no FAIL rows": "没有 FAIL 行",
-    "at least one FAIL row: see the fixes above": "至少有一行 FAIL：见上面的修复方法",
+    "at least one FAIL row: see the fixes above": "至少有一行 FAIL：见上面的修复办法",
     "not installed": "未安装",
     "not available": "不可用",
     "unknown": "未知",
@@ -128,9 +128,9 @@ ZH: dict[str, str] = {
         "{gpu}：FP32 {fp32}、TF32 {tf32}、FP16 {fp16}、BF16 {bf16}、FP16 累加 {acc16}、FP8 {fp8} 稠密 TFLOP/s（引用：{source}）",
     "no ({sm} < {floor})": "否（{sm} < {floor}）",
     "no ({name}: a GTX 16xx has none)": "否（{name}：GTX 16xx 没有 Tensor Core）",
-    "yes (lesson 09_fp8)": "是（第 09 课 09_fp8）",
+    "yes (lesson 09_fp8)": "是（见第 09 课）",
     "no ({sm} < sm_89; lesson 09_fp8 shows its numerics and the reference run)":
-        "否（{sm} < sm_89；第 09 课 09_fp8 展示它的数值特性和参考运行）",
+        "否（{sm} < sm_89；第 09 课展示它的数值特性和参考运行）",
     "matmul.fp32_precision={matmul!r}, cudnn.conv.fp32_precision={conv!r} (PyTorch's default: 'ieee' matmuls, 'tf32' convolutions)":
         "matmul.fp32_precision={matmul!r}，cudnn.conv.fp32_precision={conv!r}（PyTorch 的默认值：矩阵乘法 'ieee'，卷积 'tf32'）",
     "{why}; torch says: \"{reason}\"": "{why}；torch 给出的原因：“{reason}”",
@@ -288,7 +288,7 @@ ZH: dict[str, str] = {
     "fresh copy: {fresh}": "全新副本：{fresh}",
     "fresh copy: {fresh} (your previous copy: {old})": "全新副本：{fresh}（你之前的副本：{old}）",
     "starting JupyterLab on {nbdir} (lessons outside work/ are read-only here; Ctrl-C stops it)":
-        "正在 {nbdir} 上启动 JupyterLab（这里 work/ 以外的课程是只读的；按 Ctrl-C 停止）",
+        "正在启动 JupyterLab，课程目录为 {nbdir}（work/ 以外的课程在这里是只读的；按 Ctrl-C 停止）",
     "reachable from other machines: http://{host}:{port}/lab?token={token}": "其他机器可以访问：http://{host}:{port}/lab?token={token}",
 }
 
