@@ -22,7 +22,7 @@ MSG_CPU       = ==> [2/3] 从 $(TORCH_CPU_INDEX) 安装仅 CPU 的 PyTorch（CPU
 MSG_CPU_FAIL1 = ==> [2/3] 无法连接 $(TORCH_CPU_INDEX)（pip 的输出：$(VENV)/cpu-index.log）：
 MSG_CPU_FAIL2 = $(EMPTY)          改由下一步安装 PyPI 默认的 PyTorch（它的 Linux wheel 自带 CUDA 库；
 MSG_CPU_FAIL3 = $(EMPTY)          使用镜像请设置 PIP_INDEX_URL，或自己先装好 torch，再运行 make）
-MSG_TORCH     = ==> [2/3] PyTorch 在下一步安装（没有 GPU？请在这里停下，改为运行：make setup CPU=1）
+MSG_TORCH     = ==> [2/3] PyTorch 在下一步安装（没有 GPU？请在这里停下，改为运行：make setup CPU=1 LAB_LANG=zh）
 MSG_PIP       = ==> [3/3] 安装 fp16lab、PyTorch、JupyterLab 和测试工具：pip install -e '.[dev]'$(if $(LOCK),，使用 $(LOCK) 中经过测试的版本)（第一次需要几分钟和几 GB 空间；pip 会逐个列出安装的包）
 MSG_DONE      = ==> 安装完成：$(BIN)/python；下一步：make lab LAB_LANG=zh（或 make doctor LAB_LANG=zh）
 else

@@ -74,6 +74,8 @@ SKIP_FUNCTIONS = {
     "fp16lab.train.step.amp_step": "the bare AMP step a benchmark times, unchecked by design (train_step is the "
                                    "checked one; tests/test_train.py checks amp_step against the oracle)",
     "fp16lab.labs.memory.allocator.memory_cap": "caps the CUDA allocator of this process (GPU only)",
+    "fp16lab.labs.runtime.i18n.format_warning": "the warnings module's formatwarning hook: the warnings module calls "
+                                                "it with its own arguments, a learner never does",
     "fp16lab.labs.runtime.quick.pick": "quick= and full= are any values the lesson picks between",
     "fp16lab.labs.runtime.quick.pick_for_memory": "quick= and full= are any values the lesson picks between",
     "fp16lab.labs.benchmark.run.make_plan": "run_benchmark's planner: its arguments are probed through run_benchmark",

@@ -12,8 +12,9 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from fp16lab import checks
 from fp16lab.hardware import GPUFacts
-from fp16lab.labs.runtime.i18n import tr
+from fp16lab.labs.runtime.i18n import check_lang, tr
 
 __all__ = ["card_notes", "card_box", "cited_source"]
 
@@ -21,10 +22,15 @@ __all__ = ["card_notes", "card_box", "cited_source"]
 def cited_source(source: str, lang: str | None = None) -> str:
     """A cited peak's source (:attr:`fp16lab.hardware.Peak.source`) in the reader's language.
 
-    A document's title ("NVIDIA H200 datasheet") stays as it is; a figure derived from one ("Ada whitepaper,
-    4090 scaled to 114 SMs") is fp16lab's own sentence, so it goes through the catalogue. In English it is
-    ``source`` itself; ``lang`` as for :func:`~fp16lab.labs.runtime.i18n.tr`.
+    A figure derived from a document ("Ada whitepaper, 4090 scaled to 114 SMs") is fp16lab's own sentence, and the
+    kind of document ("NVIDIA H200 datasheet", "NVIDIA Ada GPU architecture whitepaper") is said in the reader's
+    language as the lessons say it ("NVIDIA H200 规格书"), the names in it as they are: all through the catalogue.
+    In English it is ``source`` itself; ``lang`` as for :func:`~fp16lab.labs.runtime.i18n.tr` (None: ``FP16LAB_LANG``),
+    or "en" or "zh".
     """
+    checks.text("source", source)
+    if lang is not None:
+        check_lang(lang)
     if m := re.fullmatch(r"(\S+) whitepaper, (\d+) scaled to (\d+) SMs", source):
         return tr("{paper} whitepaper, {model} scaled to {sms} SMs", lang=lang, paper=m[1], model=m[2], sms=m[3])
     laptop = " max boost (laptop clocks vary with power limit)"
@@ -34,6 +40,16 @@ def cited_source(source: str, lang: str | None = None) -> str:
     if m := re.fullmatch(r"(\S+) whitepaper per-SM rates x (\d+) SMs x (\d+) MHz", source):
         return tr("{paper} whitepaper per-SM rates x {sms} SMs x {mhz} MHz", lang=lang, paper=m[1], sms=m[2],
                   mhz=m[3])
+    if m := re.fullmatch(r"(.+) datasheet", source):
+        return tr("{gpu} datasheet", lang=lang, gpu=m[1])
+    if m := re.fullmatch(r"(.+) datasheet \((.+)\)", source):  # "NVIDIA H100 datasheet (NVL)": one of its variants
+        return tr("{gpu} datasheet ({variant})", lang=lang, gpu=m[1], variant=m[2])
+    if source == "NVIDIA Ada GPU architecture whitepaper":
+        return tr("NVIDIA Ada GPU architecture whitepaper", lang=lang)
+    if source == "NVIDIA H100 Tensor Core GPU Architecture whitepaper (SXM5, dense)":
+        return tr("NVIDIA H100 Tensor Core GPU Architecture whitepaper (SXM5, dense)", lang=lang)
+    if m := re.fullmatch(r"(NVIDIA \S+ \S+) whitepaper", source):  # "NVIDIA Ampere GA102 whitepaper"
+        return tr("{paper} whitepaper", lang=lang, paper=m[1])
     return source
 
 

@@ -29,18 +29,23 @@ import pandas as pd
 from torch import nn
 
 from fp16lab.checks import instance, one_of, positive_int, sequence_of
+from fp16lab.labs.runtime.i18n import tr
 
 __all__ = ["RECIPES", "TorchaoStatus", "torchao_status", "summarize_import_noise", "Fp8Filter", "fp8_plan", "to_fp8_training",
            "float8_layers", "recipe_table"]  # fmt: skip
 
 #: torchao's named float8 training recipes (``Float8LinearRecipeName``), fastest first.
 RECIPES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")
-INSTALL_HINT = "pip install -e '.[fp8]'  (or: pip install 'torchao>=0.10')"
+INSTALL_COMMAND, INSTALL_OR = "pip install -e '.[fp8]'", "pip install 'torchao>=0.10'"
+INSTALL_HINT = f"{INSTALL_COMMAND}  (or: {INSTALL_OR})"
 
 
 @dataclass(frozen=True)
 class TorchaoStatus:
-    """Whether ``torchao.float8`` imports here, its version, if not why, and what its import printed (summarised)."""
+    """Whether ``torchao.float8`` imports here, its version, if not why, and what its import printed (summarised).
+
+    ``str()`` is in the reader's language (``FP16LAB_LANG``); ``reason`` is the import's own error, as it was raised.
+    """
 
     available: bool
     version: str | None
@@ -49,9 +54,10 @@ class TorchaoStatus:
 
     def __str__(self) -> str:
         if self.available:
-            text = f"torchao {self.version}: torchao.float8 imports (float8 training available)"
+            text = tr("torchao {version}: torchao.float8 imports (float8 training available)", version=self.version)
         else:
-            text = f"torchao not available ({self.reason}); install it with: {INSTALL_HINT}"
+            text = tr("torchao not available ({reason}); install it with: {command}  (or: {alternative})",
+                      reason=self.reason, command=INSTALL_COMMAND, alternative=INSTALL_OR)
         return text + (f"\n{self.import_notes}" if self.import_notes else "")
 
 
@@ -60,7 +66,10 @@ _IMPORT_NOTES: list[str] = []  # what the first import of torchao printed, summa
 
 def summarize_import_noise(records: "list[logging.LogRecord]", caught: "list[warnings.WarningMessage]",
                            stderr: str) -> str:
-    """One labelled line for what an import printed: optional extensions not loaded, warnings, other stderr."""
+    """One labelled line for what an import printed: optional extensions not loaded, warnings, other stderr.
+
+    In the reader's language (``FP16LAB_LANG``); what torchao itself said is quoted as it was.
+    """
     records = sequence_of("records", records, example="[] (logging.LogRecord entries)", allow_empty=True,
                           item=lambda n, r: instance(n, r, logging.LogRecord, "a logging.LogRecord"))
     caught = sequence_of("caught", caught, example="[] (warnings.catch_warnings(record=True) entries)", allow_empty=True,
@@ -70,17 +79,18 @@ def summarize_import_noise(records: "list[logging.LogRecord]", caught: "list[war
     failed = [re.sub(r"\..*$", "", Path(m.group(1)).name)
               for r in records if (m := re.search(r"Failed to load (\S+?):", r.getMessage()))]
     if failed:
-        parts.append(f"{len(failed)} optional C++ extension(s) not loaded ({', '.join(failed)}: kernels for "
-                     "MX formats and sm_90a CUTLASS, unused by float8 training)")
+        parts.append(tr("{n} optional C++ extension(s) not loaded ({names}: kernels for MX formats and sm_90a CUTLASS, "
+                        "unused by float8 training)", n=len(failed), names=", ".join(failed)))
     others = [r for r in records if "Failed to load" not in r.getMessage()]
     if others:
-        parts.append(f"{len(others)} log message(s) ({others[0].getMessage()[:80]!r}...)")
+        parts.append(tr("{n} log message(s) ({first!r}...)", n=len(others), first=others[0].getMessage()[:80]))
     kinds = sorted({w.category.__name__ for w in caught})
     if caught:
-        parts.append(f"{len(caught)} warning(s) from torchao's own source ({', '.join(kinds)}), harmless")
+        parts.append(tr("{n} warning(s) from torchao's own source ({kinds}), harmless", n=len(caught),
+                        kinds=", ".join(kinds)))
     if stderr.strip():
-        parts.append(f"other output: {stderr.strip().splitlines()[0][:80]!r}")
-    return ("torchao import notes (captured, not errors): " + "; ".join(parts)) if parts else ""
+        parts.append(tr("other output: {first!r}", first=stderr.strip().splitlines()[0][:80]))
+    return tr("torchao import notes (captured, not errors): {notes}", notes=tr("; ").join(parts)) if parts else ""
 
 
 class _ListHandler(logging.Handler):

@@ -24,8 +24,8 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 
 import pandas as pd
 import torch
@@ -42,6 +42,7 @@ from fp16lab.checks import (
 from fp16lab.device import parse_device, resolve_device
 from fp16lab.hardware import gpu_facts
 from fp16lab.labs.fp8.scaling import quantize
+from fp16lab.labs.runtime.i18n import tr
 from fp16lab.precision import tf32_flags
 from fp16lab.timing import matmul_tflops, time_fn
 
@@ -55,13 +56,28 @@ _OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 @dataclass(frozen=True)
 class Fp8Support:
-    """Whether a device runs FP8 matmuls, and a sentence saying why (or why not)."""
+    """Whether a device runs FP8 matmuls, and a sentence saying why (or why not).
+
+    ``reason`` is English (the errors that quote it stay English); ``shown`` is the same sentence in the reader's
+    language (``FP16LAB_LANG``) when :func:`fp8_capable` made it, and ``str()`` prints that one.
+    """
 
     ok: bool
     reason: str
+    shown: str = field(default="", compare=False, repr=False)
+
+    @property
+    def said(self) -> str:
+        """The reason in the reader's language: ``shown``, else ``reason``."""
+        return self.shown or self.reason
 
     def __str__(self) -> str:
-        return ("FP8: yes. " if self.ok else "FP8: no. ") + self.reason
+        return tr("FP8: yes. {reason}", reason=self.said) if self.ok else tr("FP8: no. {reason}", reason=self.said)
+
+
+def _support(ok: bool, say: Callable[[str | None], str]) -> Fp8Support:
+    """An :class:`Fp8Support` whose reason is ``say(lang)``, one catalogue message: in English and as the reader reads it."""
+    return Fp8Support(ok, say("en"), say(None))
 
 
 @functools.cache
@@ -85,17 +101,25 @@ def fp8_capable(device: "torch.device | str") -> Fp8Support:
     if dev.type == "cuda":
         facts = gpu_facts(dev)
         if facts is None:
-            return Fp8Support(False, "no CUDA GPU is visible here")
+            return _support(False, lambda lang: tr("no CUDA GPU is visible here", lang=lang))
+        label, sm = facts.label, facts.sm
         if facts.supports("fp8"):
-            return Fp8Support(True, f"{facts.label} is {facts.sm}: FP8 Tensor Cores (sm_89 Ada and newer)")
-        return Fp8Support(False, f"{facts.label} is {facts.sm}; FP8 Tensor Cores need sm_89 (Ada) or newer "
-                                 "(Hopper is sm_90): this GPU cannot run FP8 matmuls")
+            return _support(True, lambda lang: tr("{label} is {sm}: FP8 Tensor Cores (sm_89 Ada and newer)", lang=lang,
+                                                  label=label, sm=sm))
+        return _support(False, lambda lang: tr("{label} is {sm}; FP8 Tensor Cores need sm_89 (Ada) or newer (Hopper is "
+                                               "sm_90): this GPU cannot run FP8 matmuls", lang=lang, label=label, sm=sm))
     if dev.type == "cpu":
+        if _cpu_probe() and _cpu_rowwise_kernel():
+            return _support(True, lambda lang: tr("PyTorch's CPU kernel runs FP8 matmuls: right numerics, no speed-up",
+                                                  lang=lang))
         if _cpu_probe():
-            rowwise = "" if _cpu_rowwise_kernel() else "; rowwise scales are emulated (its kernel is per-tensor only)"
-            return Fp8Support(True, f"PyTorch's CPU kernel runs FP8 matmuls: right numerics, no speed-up{rowwise}")
-        return Fp8Support(False, f"torch {torch.__version__} has no CPU kernel for torch._scaled_mm")
-    return Fp8Support(False, f"PyTorch has no FP8 matmul on {dev.type!r}")
+            return _support(True, lambda lang: tr("PyTorch's CPU kernel runs FP8 matmuls: right numerics, no speed-up; "
+                                                  "rowwise scales are emulated (its kernel is per-tensor only)",
+                                                  lang=lang))
+        return _support(False, lambda lang: tr("torch {version} has no CPU kernel for torch._scaled_mm", lang=lang,
+                                               version=torch.__version__))
+    kind = dev.type
+    return _support(False, lambda lang: tr("PyTorch has no FP8 matmul on {kind!r}", lang=lang, kind=kind))
 
 
 def _check_operands(a: object, b: object) -> tuple[torch.Tensor, torch.Tensor]:

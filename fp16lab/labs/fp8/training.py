@@ -34,6 +34,7 @@ from fp16lab.data import SyntheticLanguage
 from fp16lab.device import OOM_ERRORS, free_memory, model_device, resolve_device
 from fp16lab.labs.fp8.layers import RECIPES, Fp8Filter, filter_fn_of, to_fp8_training, torchao_status
 from fp16lab.labs.fp8.matmul import fp8_capable
+from fp16lab.labs.runtime.i18n import tr
 from fp16lab.labs.runtime.results import Measured, load_reference, measure_or_reference
 from fp16lab.labs.transformers.lm import lm_throughput, train_lm
 from fp16lab.precision import autocast, parse_precision
@@ -113,11 +114,11 @@ def fp8_measure(
         return measure_or_reference(name, measure)  # quick mode or no GPU: the reference
     support = fp8_capable(dev)
     status = torchao_status() if needs_torchao else None
-    blocked = support.reason if not support.ok else ""
+    blocked = support.said if not support.ok else ""  # in the reader's language, as the banner below
     if not blocked and status is not None and not status.available:
         blocked = str(status)
     if blocked:
-        print(f"NOT MEASURED HERE: {blocked}. Showing the committed reference instead.")
+        print(tr("NOT MEASURED HERE: {blocked}. Showing the committed reference instead.", blocked=blocked))
         frame, meta = load_reference(name)
         return Measured(frame, meta, live=False)
     if gpu_only or live_gpu():

@@ -34,6 +34,7 @@ import torch
 import torch.distributed as dist
 
 from fp16lab.checks import one_of, positive_float, positive_int
+from fp16lab.labs.runtime.i18n import tr
 
 __all__ = [
     "BACKENDS",
@@ -357,7 +358,8 @@ class Workers:
             raise RuntimeError("these Workers are stopped; start new ones")
         try:
             pids = self._collect("start", "start-up (spawn, import torch, join the process group)", self.timeout,
-                                 deadline=self._started + self.timeout)
+                                 deadline=self._started + self.timeout,
+                                 said=tr("start-up (spawn, import torch, join the process group)"))
         except KeyboardInterrupt:
             self._abort()
             raise
@@ -412,12 +414,15 @@ class Workers:
         for q in self._inboxes:
             q.put((task_id, fn, kwargs))
         try:
-            return self._collect(task_id, f"task {_task_name(fn)!r}", limit)
+            return self._collect(task_id, f"task {_task_name(fn)!r}", limit, said=tr("task {name!r}", name=_task_name(fn)))
         except KeyboardInterrupt:  # interrupted kernel: the ranks may be mid-collective; stop them all
             self._abort()
             raise
 
-    def _collect(self, task_id: object, what: str, limit: float, deadline: float | None = None) -> list[Any]:
+    def _collect(self, task_id: object, what: str, limit: float, deadline: float | None = None,
+                 said: str | None = None) -> list[Any]:
+        """The results of ``task_id`` by rank; ``what`` names it in the errors (English), ``said`` in the timeout,
+        which a lesson shows (the reader's language; ``what`` when None)."""
         n = self.world.world_size
         results: dict[int, Any] = {}
         deadline = time.monotonic() + limit if deadline is None else deadline
@@ -430,11 +435,13 @@ class Workers:
             if msg is None and remaining <= 0:
                 pending = sorted(set(range(n)) - set(results))
                 self._abort()
+                who = tr("ranks {ranks}", ranks=tr(", ").join(map(str, pending))) if len(pending) > 1 else \
+                    f"rank {pending[0]}"
                 raise WorkerTimeout(
-                    f"rank{'s' if len(pending) > 1 else ''} {', '.join(map(str, pending))} did not finish {what} "
-                    f"within the timeout of {limit:g} s ({len(results)} of {n} ranks answered); all workers "
-                    "were stopped. A rank that hangs, or waits in a collective for a rank that never joins it, "
-                    "looks like this. Start new Workers to continue.",
+                    tr("{who} did not finish {what} within the timeout of {limit:g} s ({answered} of {n} ranks "
+                       "answered); all workers were stopped. A rank that hangs, or waits in a collective for a rank "
+                       "that never joins it, looks like this. Start new Workers to continue.",
+                       who=who, what=said or what, limit=limit, answered=len(results), n=n),
                     ranks=pending, task=what, timeout=limit,
                 )
             if msg is None:

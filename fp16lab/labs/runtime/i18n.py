@@ -58,11 +58,11 @@ ZH: dict[str, str] = {
     "check": "检查项",
     "value": "值",
     "status": "状态",
-    "fix": "修复方法",
+    "fix": "修复办法",
     "fix: {fix}": "修复：{fix}",
     "verdict: {verdict}": "结论：{verdict}",
     "no FAIL rows": "没有 FAIL 行",
-    "at least one FAIL row: see the fixes above": "至少有一行 FAIL：见上面的修复方法",
+    "at least one FAIL row: see the fixes above": "至少有一行 FAIL：见上面的修复办法",
     "not installed": "未安装",
     "not available": "不可用",
     "unknown": "未知",
@@ -128,9 +128,9 @@ ZH: dict[str, str] = {
         "{gpu}：FP32 {fp32}、TF32 {tf32}、FP16 {fp16}、BF16 {bf16}、FP16 累加 {acc16}、FP8 {fp8} 稠密 TFLOP/s（引用：{source}）",
     "no ({sm} < {floor})": "否（{sm} < {floor}）",
     "no ({name}: a GTX 16xx has none)": "否（{name}：GTX 16xx 没有 Tensor Core）",
-    "yes (lesson 09_fp8)": "是（第 09 课 09_fp8）",
+    "yes (lesson 09_fp8)": "是（见第 09 课）",
     "no ({sm} < sm_89; lesson 09_fp8 shows its numerics and the reference run)":
-        "否（{sm} < sm_89；第 09 课 09_fp8 展示它的数值特性和参考运行）",
+        "否（{sm} < sm_89；第 09 课展示它的数值特性和参考运行）",
     "matmul.fp32_precision={matmul!r}, cudnn.conv.fp32_precision={conv!r} (PyTorch's default: 'ieee' matmuls, 'tf32' convolutions)":
         "matmul.fp32_precision={matmul!r}，cudnn.conv.fp32_precision={conv!r}（PyTorch 的默认值：矩阵乘法 'ieee'，卷积 'tf32'）",
     "{why}; torch says: \"{reason}\"": "{why}；torch 给出的原因：“{reason}”",
@@ -178,9 +178,9 @@ ZH: dict[str, str] = {
     "WARNING: results/{name}.json was not measured on a CUDA GPU (device_type {device_type!r}): it is a stand-in, not a reference. Re-record it on a GPU with `python -m fp16lab.course.outputs run --reference <lesson>`.":
         "警告：results/{name}.json 不是在 CUDA GPU 上测得的（device_type {device_type!r}）：它只是替代品，不是参考结果。请在 GPU 上用 `python -m fp16lab.course.outputs run --reference <lesson>` 重新记录。",
     "**Stored outputs from {where}**{detail}, **not from your computer.**":
-        "**已存输出：来自英文版课程在 {where}{detail}上的运行，不是在你的电脑上得到的**（两种语言的代码完全相同）。",
+        "**已存输出：来自英文版课程在 {where}{detail}上的运行（所以输出中的提示、表格和结论是英文），不是在你的电脑上得到的**（两种语言的代码完全相同）。",
     "Stored outputs: made on {where}{detail}, not on your computer.":
-        "已存输出：来自英文版课程在 {where}{detail}上的运行，不是在你的电脑上得到的（两种语言的代码完全相同）。",
+        "已存输出：来自英文版课程在 {where}{detail}上的运行（所以输出中的提示、表格和结论是英文），不是在你的电脑上得到的（两种语言的代码完全相同）。",
     "This is your copy: run it (Run > Run All Cells) and these outputs become yours. The reference stays unchanged in notebooks/.":
         "这是你的副本：运行它（运行 > 运行所有单元格），这些输出就成了你自己的。参考版保持不变，在 notebooks/zh/ 中。",
     "This is your copy: run it (*Run → Run All Cells*) and these outputs become yours. The reference stays unchanged in `notebooks/`.":
@@ -211,6 +211,12 @@ ZH: dict[str, str] = {
     "{paper} whitepaper per-SM rates x {sms} SMs x {mhz} MHz max boost (laptop clocks vary with power limit)":
         "{paper} 白皮书的每 SM 速率 × {sms} 个 SM × {mhz} MHz 最高加速频率（笔记本电脑的频率随功耗上限而变）",
     "{paper} whitepaper per-SM rates x {sms} SMs x {mhz} MHz": "{paper} 白皮书的每 SM 速率 × {sms} 个 SM × {mhz} MHz",
+    # the cited documents themselves (course/card.py's cited_source): the kind of document as the lessons say it
+    "{gpu} datasheet": "{gpu} 规格书",
+    "{gpu} datasheet ({variant})": "{gpu} 规格书（{variant}）",
+    "{paper} whitepaper": "{paper} 白皮书",
+    "NVIDIA Ada GPU architecture whitepaper": "NVIDIA Ada GPU 架构白皮书",
+    "NVIDIA H100 Tensor Core GPU Architecture whitepaper (SXM5, dense)": "NVIDIA H100 Tensor Core GPU 架构白皮书（SXM5，稠密）",
     "raises the FP16 Tensor Core peak {gain:.0f}x {cited}, at an accuracy cost (lesson 03): worth trying for inference and for matmul-bound layers":
         "把 FP16 Tensor Core 的峰值提高到 {gain:.0f} 倍{cited}，代价是精度（第 03 课）：推理和以矩阵乘法为主的层值得一试",
     "same peak as FP32 accumulation {cited}: no speed to gain, keep FP32 accumulation":
@@ -238,6 +244,38 @@ ZH: dict[str, str] = {
         "{precision} 可以在 CPU 上运行，但在没有原生半精度运算的 CPU 上很慢；CPU 上的计时不代表 FP16 的加速效果。（每个会话只提示一次。）",
     "fp16/bf16 matmuls on the CPU are slow and use no Tensor Cores; these are not FP16 speed figures":
         "CPU 上的 fp16/bf16 矩阵乘法很慢，也用不到 Tensor Core：这些数字不是 FP16 的速度",
+    # -- lesson 09's status lines and banner (fp16lab/labs/fp8): FP8 here, torchao, a section not measured ----------
+    "FP8: yes. {reason}": "FP8：支持。{reason}",
+    "FP8: no. {reason}": "FP8：不支持。{reason}",
+    "no CUDA GPU is visible here": "这里看不到 CUDA GPU",
+    "{label} is {sm}: FP8 Tensor Cores (sm_89 Ada and newer)": "{label} 是 {sm}：有 FP8 Tensor Core（sm_89 的 Ada 及更新的架构）",
+    "{label} is {sm}; FP8 Tensor Cores need sm_89 (Ada) or newer (Hopper is sm_90): this GPU cannot run FP8 matmuls":
+        "{label} 是 {sm}；FP8 Tensor Core 需要 sm_89（Ada）或更新的架构（Hopper 是 sm_90）：这块 GPU 不能运行 FP8 矩阵乘法",
+    "PyTorch's CPU kernel runs FP8 matmuls: right numerics, no speed-up":
+        "PyTorch 的 CPU 核函数能运行 FP8 矩阵乘法：数值正确，但没有加速",
+    "PyTorch's CPU kernel runs FP8 matmuls: right numerics, no speed-up; rowwise scales are emulated (its kernel is per-tensor only)":
+        "PyTorch 的 CPU 核函数能运行 FP8 矩阵乘法：数值正确，但没有加速；按行缩放是模拟的（它的核函数只支持按张量缩放）",
+    "torch {version} has no CPU kernel for torch._scaled_mm": "torch {version} 没有 torch._scaled_mm 的 CPU 核函数",
+    "PyTorch has no FP8 matmul on {kind!r}": "PyTorch 在 {kind!r} 上没有 FP8 矩阵乘法",
+    "torchao {version}: torchao.float8 imports (float8 training available)":
+        "torchao {version}：torchao.float8 可以导入（可以进行 float8 训练）",
+    "torchao not available ({reason}); install it with: {command}  (or: {alternative})":
+        "torchao 不可用（导入时出错：“{reason}”）；安装方法：{command}（或者：{alternative}）",
+    "torchao import notes (captured, not errors): {notes}": "torchao 导入时的输出（已捕获，不是错误）：{notes}",
+    "{n} optional C++ extension(s) not loaded ({names}: kernels for MX formats and sm_90a CUTLASS, unused by float8 training)":
+        "{n} 个可选的 C++ 扩展没有加载（{names}：MX 格式和 sm_90a CUTLASS 的核函数，float8 训练用不到）",
+    "{n} log message(s) ({first!r}...)": "{n} 条日志消息（{first!r}……）",
+    "{n} warning(s) from torchao's own source ({kinds}), harmless": "torchao 自身源代码发出的 {n} 条警告（{kinds}），无害",
+    "other output: {first!r}": "其他输出：{first!r}",
+    "; ": "；",
+    "NOT MEASURED HERE: {blocked}. Showing the committed reference instead.": "此处未测量：{blocked}。改为显示已提交的参考结果。",
+    # -- lesson 10's in-notebook process pool (fp16lab/labs/multi_gpu/launcher.py): ranks that do not answer -------
+    "{who} did not finish {what} within the timeout of {limit:g} s ({answered} of {n} ranks answered); all workers were stopped. A rank that hangs, or waits in a collective for a rank that never joins it, looks like this. Start new Workers to continue.":
+        "{who} 没有在 {limit:g} 秒的超时时间内完成{what}（{n} 个 rank 中有 {answered} 个作答）；所有工作进程都已停止。某个 rank 卡住，或者在集合通信中等待一个永远不会加入的 rank 时，就会出现这种情况。请启动新的 Workers 再继续。",
+    "ranks {ranks}": "rank {ranks}",
+    ", ": "、",
+    "task {name!r}": "任务 {name!r}",
+    "start-up (spawn, import torch, join the process group)": "启动（spawn、import torch、加入进程组）",
     # -- the lab (fp16lab/course/lab.py): a reference lesson's tab label ------------------------------------------
     "reference · ": "参考版 · ",
     "exercises · ": "练习版 · ",
@@ -250,7 +288,7 @@ ZH: dict[str, str] = {
     "fresh copy: {fresh}": "全新副本：{fresh}",
     "fresh copy: {fresh} (your previous copy: {old})": "全新副本：{fresh}（你之前的副本：{old}）",
     "starting JupyterLab on {nbdir} (lessons outside work/ are read-only here; Ctrl-C stops it)":
-        "正在 {nbdir} 上启动 JupyterLab（这里 work/ 以外的课程是只读的；按 Ctrl-C 停止）",
+        "正在启动 JupyterLab，课程目录为 {nbdir}（work/ 以外的课程在这里是只读的；按 Ctrl-C 停止）",
     "reachable from other machines: http://{host}:{port}/lab?token={token}": "其他机器可以访问：http://{host}:{port}/lab?token={token}",
 }
 

@@ -552,7 +552,7 @@ HINTS: dict[str, str] = {
     "amax_log holds fewer than two steps: run section 2's probe training first":
         "amax_log 不足两步：先运行第 2 节的探测训练",
     "the second operand is row-major: CUDA's torch._scaled_mm wants it column-major (this CPU kernel accepts both); quantise b.t().contiguous() and pass its .t()":
-        "第二个操作数是行主序：CUDA 上的 torch._scaled_mm 要求列主序（这里的 CPU 核函数（kernel）两种都接受）；量化 b.t().contiguous()，再传入它的 .t()",
+        "第二个操作数是行主序：CUDA 上的 torch._scaled_mm 要求列主序（这里的 CPU 核函数两种都接受）；量化 b.t().contiguous()，再传入它的 .t()",
     "the first operand must stay row-major: the column-major layout belongs to the second, b":
         "第一个操作数必须保持行主序：列主序是对第二个操作数 b 的要求",
     "pass scale_a and scale_b as float32 tensors (0-d for tensorwise): torch._scaled_mm takes no Python floats and no 16-bit scales":
