@@ -23,6 +23,7 @@ from fp16lab.labs.benchmark import (
     TARGETS,
     TRAIN_STEP,
     BenchConfig,
+    BenchOptions,
     BenchResult,
     BenchSettings,
     add_mfu,
@@ -235,9 +236,8 @@ def test_the_peak_is_the_real_chips_under_a_profile(monkeypatch):
     facts = hardware.GPUFacts(0, "NVIDIA GeForce RTX 4090 D", "NVIDIA H200", (8, 9), 114, 24 * 2**30, 141 * 2**30,
                               hardware.peak_for("RTX 4090 D"), hardware.chip_features((8, 9)), profile="rtx4090d")
     monkeypatch.setattr(hardware, "gpu_facts", lambda device=None: facts)
-    plan = make_plan("resnet18", ["fp32_default"], [2], repeat=[], rounds=1, sweep_batch_sizes=[], sweep_configs=[],
-                     explore=[], precisions=None, settings=TINY, device="cpu", task="train", time_budget_s=None,
-                     compile_timeout_s=None)
+    plan = make_plan(BenchOptions("resnet18", ["fp32_default"], [2], repeat=[], rounds=1, sweep_configs=[],
+                                  settings=TINY, device="cpu"))
     out = _peak_and_flops(plan.__class__(**{**plan.__dict__, "dev": torch.device("cuda")}))
     assert out["peak_tflops_fp16"] == hardware.PEAK_TFLOPS["H200"].fp16 and out["peak_gpu"] == "H200"
     assert out["flops_per_image"] == pytest.approx(model_flops("resnet18", 32, 10)["train"])
@@ -615,24 +615,52 @@ def test_cli_bad_input_exits_2_with_the_allowed_values(tmp_path, capsys, monkeyp
 def test_cli_reference_plan_is_the_documented_one():
     import argparse
 
-    from fp16lab.labs.benchmark.cli import REFERENCE, _run_kwargs, add_bench_parser
+    from fp16lab.labs.benchmark.cli import REFERENCE, _options, add_bench_parser
 
     parser = argparse.ArgumentParser()
     add_bench_parser(parser.add_subparsers(dest="command"))
-    kw = _run_kwargs(parser.parse_args(["bench", "--reference"]), CPU)
-    assert kw["configs"] == REFERENCE["configs"] and kw["repeat"] == REFERENCE["repeat"] and kw["rounds"] == 5
-    assert kw["explore"] == REFERENCE["explore"] and kw["sweep_batch_sizes"] == [64, 128, 512]
-    assert kw["time_budget_s"] == 480 and kw["compile_timeout_s"] == 150 and kw["batch_sizes"] == [256]
-    assert kw["settings"] == BenchSettings(image_size=224, warmup=5, steps=10, windows=3)
-    kw = _run_kwargs(parser.parse_args(["bench", "--reference", "--rounds", "3", "--time-budget", "60"]), CPU)
-    assert kw["rounds"] == 3 and kw["time_budget_s"] == 60
+    o = _options(parser.parse_args(["bench", "--reference"]), CPU)
+    assert o.configs == REFERENCE.configs and o.repeat == REFERENCE.repeat and o.rounds == 5
+    assert o.explore == list(REFERENCE.explore) and list(o.sweep_batch_sizes) == [64, 128, 512]
+    assert o.time_budget_s == 480 and o.compile_timeout_s == 150 and list(o.batch_sizes) == [256]
+    assert o.settings == BenchSettings(image_size=224, warmup=5, steps=10, windows=3) and o.device == CPU
+    o = _options(parser.parse_args(["bench", "--reference", "--rounds", "3", "--time-budget", "60"]), CPU)
+    assert o.rounds == 3 and o.time_budget_s == 60
+
+
+def test_every_flag_of_the_cli_is_an_option_or_says_how_the_run_reports():
+    """The options are spelled once: each bench flag lands on the BenchOptions field of its name."""
+    import argparse
+
+    from fp16lab.labs.benchmark.cli import add_bench_parser
+    from fp16lab.labs.benchmark.configs import BenchSettings
+    from fp16lab.labs.benchmark.options import OPTION_NAMES
+
+    parser = argparse.ArgumentParser()
+    add_bench_parser(parser.add_subparsers(dest="command"))
+    dests = set(vars(parser.parse_args(["bench"]))) - {"command", "func"}
+    settings = {f for f in BenchSettings.__dataclass_fields__ if f not in ("num_classes", "seed")}
+    reporting = {"reference", "output", "no_progress", "readme_from", "png", "explore_default", "no_cudnn_benchmark"}
+    assert dests - set(OPTION_NAMES) - settings - reporting == set()
+    assert set(OPTION_NAMES) - {"settings"} <= dests
+
+
+def test_options_are_refused_by_name_and_read_back_from_a_run(tmp_path):
+    with pytest.raises(ValueError, match=r"unknown benchmark option\(s\) \['round'\]; allowed: model, configs"):
+        run_benchmark(TinyNet, ["fp32_default"], [2], round=1, settings=TINY, device="cpu", progress=False)
+    res = run_benchmark(TinyNet, ["fp32_default", "fp32_true"], [2], repeat=["fp32_default"], rounds=2, settings=TINY,
+                        device="cpu", progress=False, output=tmp_path / "r.json")
+    back = BenchResult.load(tmp_path / "r.json").options()
+    assert back.configs == ("fp32_default", "fp32_true") and back.repeat == ("fp32_default",) and back.rounds == 2
+    assert back.settings == TINY and back.task == "train" and tuple(back.batch_sizes) == (2,)
+    assert back == res.options()
 
 
 def test_cli_entry_is_registered():
     from fp16lab.__main__ import build_parser
 
     args = build_parser().parse_args(["bench", "--configs", RECOMMENDED, "--sweep", "--repeat"])
-    assert args.configs == [RECOMMENDED] and args.sweep == [] and args.repeat == []
+    assert args.configs == [RECOMMENDED] and args.sweep_batch_sizes == [] and args.repeat == []
 
 
 def test_window_timer_is_public_and_times_each_window():
@@ -803,17 +831,17 @@ def test_compile_modes_are_checked_before_any_work(modes, match):
 def test_cli_compile_modes_are_off_by_default_and_leave_the_exploration():
     import argparse
 
-    from fp16lab.labs.benchmark.cli import COMPILE_MODE_TIMEOUT_S, _run_kwargs, add_bench_parser
+    from fp16lab.labs.benchmark.cli import COMPILE_MODE_TIMEOUT_S, _options, add_bench_parser
 
     parser = argparse.ArgumentParser()
     add_bench_parser(parser.add_subparsers(dest="command"))
-    kw = _run_kwargs(parser.parse_args(["bench"]), CPU)
-    assert kw["compile_modes"] == [] and kw["compile_mode_timeout_s"] is None
-    kw = _run_kwargs(parser.parse_args(["bench", "--reference", "--compile-modes"]), CPU)
-    assert kw["compile_modes"] == list(COMPILE_MODES) and kw["compile_mode_timeout_s"] == COMPILE_MODE_TIMEOUT_S
-    assert not set(COMPILE_MODES.values()) & set(kw["explore"]) and kw["explore"]
-    kw = _run_kwargs(parser.parse_args(["bench", "--compile-modes", "reduce-overhead", "--compile-mode-timeout", "900"]), CPU)
-    assert kw["compile_modes"] == ["reduce-overhead"] and kw["compile_mode_timeout_s"] == 900
+    o = _options(parser.parse_args(["bench"]), CPU)
+    assert list(o.compile_modes) == [] and o.compile_mode_timeout_s is None
+    o = _options(parser.parse_args(["bench", "--reference", "--compile-modes"]), CPU)
+    assert list(o.compile_modes) == list(COMPILE_MODES) and o.compile_mode_timeout_s == COMPILE_MODE_TIMEOUT_S
+    assert not set(COMPILE_MODES.values()) & set(o.explore) and o.explore
+    o = _options(parser.parse_args(["bench", "--compile-modes", "reduce-overhead", "--compile-mode-timeout", "900"]), CPU)
+    assert list(o.compile_modes) == ["reduce-overhead"] and o.compile_mode_timeout_s == 900
     with pytest.raises(SystemExit, match="^2$"):  # argparse's refusal
         parser.parse_args(["bench", "--compile-modes", "max-autotune"])
 
@@ -823,7 +851,7 @@ def test_cli_prints_the_compile_modes_beside_the_recipe(tmp_path, monkeypatch, c
 
     opener, _ = fake(rates={})
     real = cli.run_benchmark
-    monkeypatch.setattr(cli, "run_benchmark", lambda *a, **k: real(TinyNet, **{**k, "opener": opener, "settings": TINY}))
+    monkeypatch.setattr(cli, "run_benchmark", lambda *a, **k: real(**{**k, "model": TinyNet, "opener": opener, "settings": TINY}))
     from fp16lab.__main__ import main
 
     assert main(["bench", "--device", "cpu", "--compile-modes", "reduce-overhead", "--no-progress",

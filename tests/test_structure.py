@@ -157,6 +157,10 @@ VERBATIM = {
         "the article's training loop, line for line, deprecated API and all (lesson 06 times it as written)",
     ("fp16lab.labs.amp_loop", "torch.autocast"):
         "lesson 02's five-line hand-written AMP step, the baseline that fp16lab.train_step's price is measured against",
+    ("fp16lab.labs.benchmark.steps", "GradScaler"): "the article's loop: its GradScaler() line as written",
+    ("fp16lab.labs.benchmark.steps", "torch.cuda.amp.GradScaler"): "the article's loop: its import, as written",
+    ("fp16lab.labs.amp_loop", "torch.amp.GradScaler"): "lesson 02's hand-written AMP step (as above)",
+    ("fp16lab.course.answers.l02", "torch.amp.GradScaler"): "lesson 02's exercise answer: the loop a learner writes",
 }
 
 
@@ -164,6 +168,8 @@ VERBATIM = {
     ("torch.autocast", {"torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast", "torch.cpu.amp.autocast",
                         "torch.amp.autocast_mode.autocast"}, "fp16lab.precision"),
     ("the profiler", {"torch.profiler.profile", "torch.autograd.profiler.profile"}, "fp16lab.timing"),
+    ("a GradScaler", {"torch.amp.GradScaler", "torch.cuda.amp.GradScaler", "torch.amp.grad_scaler.GradScaler",
+                      "GradScaler"}, "fp16lab.train.step"),
 ])
 def test_one_choke_point(what, names, home):
     where = [f"{m}:{line}" for m, p in _modules().items() if m != home
@@ -188,6 +194,26 @@ def test_fit_names_no_callback_class_and_its_plan_and_run_are_defined_once():
     defs = Counter(node.name for p in (PKG / "train").glob("*.py")
                    for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))) if isinstance(node, ast.ClassDef))
     assert defs["Plan"] == defs["Run"] == 1 and defs["_Plan"] == defs["_Run"] == 0, defs
+
+
+# ---- issue 42: the benchmark's options are spelled once (BenchOptions), read by the CLI, the plan and the report
+
+def test_the_benchmarks_options_are_one_dataclass():
+    import inspect
+
+    from fp16lab.labs.benchmark import cli, report, run
+    from fp16lab.labs.benchmark.options import OPTION_NAMES, BenchOptions
+
+    assert list(inspect.signature(run.make_plan).parameters) == ["options"]       # the plan reads BenchOptions
+    params = inspect.signature(run.run_benchmark).parameters
+    named = [n for n, p in params.items() if p.kind is not p.VAR_KEYWORD]
+    assert named[:3] == list(OPTION_NAMES[:3]) and len(named) <= 7, named          # the rest are **options
+    assert isinstance(cli.REFERENCE, BenchOptions) and "BenchOptions" in inspect.getsource(cli._options)
+    assert "res.options()" in inspect.getsource(cli._report) and hasattr(report.BenchResult, "options")
+    plan = run.make_plan(BenchOptions("resnet18", ["fp32_default"], [2], device="cpu"))
+    # what a run records (and the report reads back) under the same names; settings are stored flat,
+    # the device with the run's metadata, precisions as the configurations they kept
+    assert set(plan.recorded()) >= set(OPTION_NAMES) - {"settings", "device", "precisions"}
 
 
 # ---- issue 42: one direction between the areas (library <- labs <- course), no private wiring

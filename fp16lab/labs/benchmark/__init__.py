@@ -3,6 +3,7 @@
 By job: :mod:`~fp16lab.labs.benchmark.configs` (what runs: :class:`BenchConfig`, :data:`CONFIGS`,
 :data:`RECOMMENDED`, sizes), :mod:`~fp16lab.labs.benchmark.steps` (how each step is built: the
 article's loop verbatim, the current-API step, torch.compile, CUDA-graph capture),
+:mod:`~fp16lab.labs.benchmark.options` (:class:`BenchOptions`: what a run is asked to do, spelled once),
 :mod:`~fp16lab.labs.benchmark.measure` (:func:`bench_one`: one configuration, timed with
 :func:`fp16lab.timing.time_windows`), :mod:`~fp16lab.labs.benchmark.run` (:func:`run_benchmark`:
 interleaved rounds, sweep, exploration), :mod:`~fp16lab.labs.benchmark.analysis` (FLOPs, MFU, the
@@ -35,6 +36,7 @@ from fp16lab.labs.benchmark.configs import (
     unsupported_reason,
 )
 from fp16lab.labs.benchmark.measure import Session, bench_one
+from fp16lab.labs.benchmark.options import BenchOptions
 from fp16lab.labs.benchmark.profile import IDLE
 from fp16lab.labs.benchmark.report import (
     BenchResult,
@@ -53,6 +55,7 @@ from fp16lab.labs.benchmark.steps import article_loop, article_scaler, capture_s
 __all__ = [
     "ARTICLE_CLAIM",
     "BenchConfig",
+    "BenchOptions",
     "BenchResult",
     "BenchSettings",
     "COMPARISON",

@@ -23,6 +23,7 @@ from fp16lab.labs.benchmark.configs import (
     BenchSettings,
     default_settings,
 )
+from fp16lab.labs.benchmark.options import OPTION_NAMES, BenchOptions
 from fp16lab.labs.benchmark.report import BenchResult, plot_results, profile_table, readme_section
 from fp16lab.labs.benchmark.run import run_benchmark
 from fp16lab.labs.runtime.quick import is_quick, pick
@@ -32,12 +33,12 @@ __all__ = ["add_bench_parser", "REFERENCE", "COMPILE_MODE_TIMEOUT_S"]
 COMPILE_MODE_TIMEOUT_S = 300.0
 """The default time box (seconds) for building and compiling each mode of ``--compile-modes``."""
 
-REFERENCE: dict[str, Any] = {
-    "configs": list(COMPARISON), "repeat": list(REPEATED), "rounds": 5, "explore": list(EXPLORE),
-    "sweep": [64, 128, 512], "sweep_configs": [RECOMMENDED], "time_budget_s": 480.0, "compile_timeout_s": 150.0,
-    "profile": ["article", RECOMMENDED, COMPILED],
-    "settings": BenchSettings(image_size=224, warmup=5, steps=10, windows=3),
-}
+REFERENCE = BenchOptions(
+    model="resnet50", configs=tuple(COMPARISON), batch_sizes=(256,), repeat=tuple(REPEATED), rounds=5,
+    sweep_batch_sizes=(64, 128, 512), sweep_configs=(RECOMMENDED,), explore=tuple(EXPLORE), time_budget_s=480.0,
+    compile_timeout_s=150.0, profile=("article", RECOMMENDED, COMPILED),
+    settings=BenchSettings(image_size=224, warmup=5, steps=10, windows=3),
+)
 """The committed reference run (``--reference``): ResNet-50 at batch 256, every comparison row, the
 targets' configurations in 5 interleaved rounds (the article's loop and both recipes profiled after
 them: where the step's time goes), a sweep of the recipe, and the exploration; no
@@ -64,8 +65,7 @@ def _given(value: Any, default: Any) -> Any:
     return default if value is None else value
 
 
-def _settings(args: argparse.Namespace) -> BenchSettings:
-    base = REFERENCE["settings"] if args.reference else default_settings()
+def _settings(args: argparse.Namespace, base: BenchSettings) -> BenchSettings:
     return BenchSettings(
         image_size=_given(args.image_size, base.image_size), warmup=_given(args.warmup, base.warmup),
         steps=_given(args.steps, base.steps), windows=_given(args.windows, base.windows),
@@ -73,30 +73,28 @@ def _settings(args: argparse.Namespace) -> BenchSettings:
     )
 
 
-def _run_kwargs(args: argparse.Namespace, dev: torch.device) -> dict[str, Any]:
-    """run_benchmark's arguments from the options (the reference plan, or the mode's defaults)."""
-    ref = args.reference
-    cuda = dev.type == "cuda"
+def _defaults(args: argparse.Namespace, dev: torch.device) -> BenchOptions:
+    """The run the flags start from: the reference, or this mode's (quick or full) comparison."""
+    if args.reference:
+        return REFERENCE
+    return BenchOptions(
+        model=pick(quick="resnet18", full="resnet50"), batch_sizes=pick(quick=[8], full=[256]),
+        rounds=pick(quick=3, full=5, smoke=3), sweep_batch_sizes=pick(quick=[], full=[64, 128, 512]),
+        sweep_configs=["fp32_default", RECOMMENDED] if dev.type == "cuda" else ["fp32_default"],
+        explore=list(EXPLORE) if args.explore_default else [], settings=default_settings(),
+    )
+
+
+def _options(args: argparse.Namespace, dev: torch.device) -> BenchOptions:
+    """The run the flags ask for: each flag given replaces the option of the same name in :func:`_defaults`."""
+    base = _defaults(args, dev)
+    given = {n: getattr(args, n) for n in OPTION_NAMES if getattr(args, n, None) is not None}
     modes = [] if args.compile_modes is None else (args.compile_modes or list(COMPILE_MODES))
+    box = _given(args.compile_mode_timeout_s, COMPILE_MODE_TIMEOUT_S) if modes else None
+    opts = base.but(**{**given, "settings": _settings(args, base.settings or default_settings()), "device": dev,
+                       "compile_modes": modes, "compile_mode_timeout_s": box})
     tried = {COMPILE_MODES[m] for m in modes if m in COMPILE_MODES}
-    explore = _given(args.explore_configs, list(EXPLORE) if (ref or args.explore) else [])
-    return {
-        "configs": _given(args.configs, REFERENCE["configs"] if ref else None),
-        "batch_sizes": _given(args.batch_sizes, [256] if ref else pick(quick=[8], full=[256])),
-        "repeat": _given(args.repeat, REFERENCE["repeat"] if ref else None),
-        "rounds": _given(args.rounds, REFERENCE["rounds"] if ref else pick(quick=3, full=5, smoke=3)),
-        "sweep_batch_sizes": _given(args.sweep, REFERENCE["sweep"] if ref else pick(quick=[], full=[64, 128, 512])),
-        "sweep_configs": _given(args.sweep_configs, REFERENCE["sweep_configs"] if ref
-                                else (["fp32_default", RECOMMENDED] if cuda else ["fp32_default"])),
-        "explore": [c for c in explore if c not in tried],  # a tried mode runs in the rounds instead
-        "precisions": args.precisions, "settings": _settings(args), "device": dev, "task": args.task,
-        "time_budget_s": _given(args.time_budget, REFERENCE["time_budget_s"] if ref else None),
-        "compile_timeout_s": _given(args.compile_timeout, REFERENCE["compile_timeout_s"] if ref else None),
-        "profile": _given(args.profile, REFERENCE["profile"] if ref else []),
-        "compile_modes": modes,
-        "compile_mode_timeout_s": _given(args.compile_mode_timeout, COMPILE_MODE_TIMEOUT_S) if modes else None,
-        "progress": not args.no_progress,
-    }
+    return opts.but(explore=[c for c in opts.explore if c not in tried])  # a tried mode runs in the rounds instead
 
 
 def _bench_cli(args: argparse.Namespace) -> int:
@@ -107,16 +105,17 @@ def _bench_cli(args: argparse.Namespace) -> int:
         if args.readme_from:
             print(readme_section(args.readme_from, args.png))
             return 0
-        model = args.model or ("resnet50" if args.reference else pick(quick="resnet18", full="resnet50"))
         dev = choose_device(args.device)
+        opts = _options(args, dev)
         if args.reference:
-            output = Path(args.output) if args.output else _reference_output(model, dev)
+            output = Path(args.output) if args.output else _reference_output(str(opts.model), dev)
         else:
-            output = Path(args.output) if args.output else output_path(f"bench_{model}")
-        kwargs = _run_kwargs(args, dev)
+            output = Path(args.output) if args.output else output_path(f"bench_{opts.model}")
         launched = bool(sys.argv) and Path(sys.argv[0]).name in ("__main__.py", "fp16lab")
         cmd = "python -m fp16lab " + " ".join(sys.argv[1:]) if launched else None
-        res = run_benchmark(model, output=output, metadata={"command": cmd} if cmd else None, **_announce(dev, kwargs))
+        _announce(dev)
+        res = run_benchmark(output=output, metadata={"command": cmd} if cmd else None, progress=not args.no_progress,
+                            **opts.as_kwargs())
         rc = _report(res, args, dev)
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -131,7 +130,7 @@ def _bench_cli(args: argparse.Namespace) -> int:
     return rc
 
 
-def _announce(dev: torch.device, kwargs: dict[str, Any]) -> dict[str, Any]:
+def _announce(dev: torch.device) -> None:
     from fp16lab.labs.runtime.quick import mode
 
     print(mode())
@@ -139,16 +138,16 @@ def _announce(dev: torch.device, kwargs: dict[str, Any]) -> dict[str, Any]:
         print(f"NOTE: running on {dev.type.upper()}: these timings are {dev.type.upper()} numbers, not FP16 "
               "speed-ups (configurations that need CUDA are skipped with the reason; the committed GPU "
               "reference shows them).")
-    return kwargs
 
 
 def _report(res: BenchResult, args: argparse.Namespace, dev: torch.device) -> int:
-    m, b = res.metadata, res.metadata["benchmark"]
+    m, o = res.metadata, res.options()
+    s = o.settings or default_settings()
     quick = is_quick() and dev.type != "cuda"
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 60):
-        print(f"\n{b['model']} {b['task']}, {m['device']} ({'QUICK CPU MODE' if quick else m['mode'] + ' mode'}), "
-              f"{b['windows']} windows x {b['steps']} steps, median" + (f"; {b['rounds']} interleaved rounds of "
-                                                                       f"{', '.join(b['repeat'])}" if b["repeat"] else ""))
+        print(f"\n{o.model} {o.task}, {m['device']} ({'QUICK CPU MODE' if quick else m['mode'] + ' mode'}), "
+              f"{s.windows} windows x {s.steps} steps, median" + (f"; {o.rounds} interleaved rounds of "
+                                                                 f"{', '.join(map(str, o.repeat))}" if o.repeat else ""))
         print(res.table().drop(columns=["label"]).to_string(index=False))
         for part, title in (("sweep", "batch-size sweep"), ("explore", "exploration (single runs)")):
             if (res.frame.get("part") == part).any():
@@ -156,7 +155,7 @@ def _report(res: BenchResult, args: argparse.Namespace, dev: torch.device) -> in
                 print(res.table(part).drop(columns=["label"]).to_string(index=False))
         modes = res.compile_modes()
         if not modes.empty:
-            box = b.get("compile_mode_timeout_s")
+            box = o.compile_mode_timeout_s
             print("\ntorch.compile modes of the compiled recipe (interleaved with it; each compile time-boxed"
                   + (f" to {box:g} s)" if box else ")"))
             print(modes.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
@@ -164,7 +163,7 @@ def _report(res: BenchResult, args: argparse.Namespace, dev: torch.device) -> in
         if not prof.empty:
             print("\nshare of a step by kind of kernel (profiled after the rounds)")
             print(prof.to_string(float_format=lambda v: f"{v:.1%}"))
-        if b["task"] == "train":
+        if o.task == "train":
             print("\ntargets (set for the H200 at batch 256)")
             print(res.targets().drop(columns=["values", "batch"]).to_string(index=False))
         print("\nthe article (RTX 4090D, cited): " + ", ".join(
@@ -175,7 +174,7 @@ def _report(res: BenchResult, args: argparse.Namespace, dev: torch.device) -> in
             import matplotlib
 
             matplotlib.use("Agg")
-            plot_results(res.frame, res.path.with_suffix(".png"), title=f"{b['model']} training, {m['device']}, {m['date']}")
+            plot_results(res.frame, res.path.with_suffix(".png"), title=f"{o.model} training, {m['device']}, {m['date']}")
             print(f"plot: {res.path.with_suffix('.png')}; README section: "
                   f"python -m fp16lab bench --readme-from {res.path}")
     return 130 if res.interrupted else 0
@@ -202,10 +201,10 @@ def add_bench_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]")
     a("--repeat", nargs="*", default=None, help=f"configurations timed in interleaved rounds (default those of: {', '.join(REPEATED)})")
     a("--rounds", type=int, default=None, help="interleaved rounds (default 5; quick and smoke: 3)")
     a("--precisions", nargs="+", default=None, help="keep only configurations of these precisions (fp32, tf32, fp16, bf16)")
-    a("--sweep", type=int, nargs="*", default=None, help="batch sizes of the sweep (default 64 128 512; quick: none; empty: none)")
+    a("--sweep", type=int, nargs="*", default=None, dest="sweep_batch_sizes", help="batch sizes of the sweep (default 64 128 512; quick: none; empty: none)")
     a("--sweep-configs", nargs="+", default=None, help=f"configurations of the sweep (default fp32_default {RECOMMENDED})")
-    a("--explore", action="store_true", help=f"also run the compiled-recipe exploration: {', '.join(EXPLORE)}")
-    a("--explore-configs", nargs="*", default=None, help="exploration configurations (implies --explore)")
+    a("--explore", action="store_true", dest="explore_default", help=f"also run the compiled-recipe exploration: {', '.join(EXPLORE)}")
+    a("--explore-configs", nargs="*", default=None, dest="explore", help="exploration configurations (implies --explore)")
     a("--reference", action="store_true", help="the committed reference run (see fp16lab.labs.benchmark.cli.REFERENCE); "
       "writes results/bench_<model>_<gpu>.json, .csv and .png unless --output")
     a("--profile", nargs="*", default=None, help="repeated configurations to profile after the rounds (CUDA): "
@@ -218,12 +217,12 @@ def add_bench_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]")
     a("--cpu-threads", type=int, default=None, help="torch threads for CPU runs (default: quick 1, full unchanged)")
     a("--task", choices=["train", "infer"], default="train", help="train (default) or infer")
     a("--device", default=None, help="device (default: cuda > mps > cpu)")
-    a("--time-budget", type=float, default=None, help="seconds after which nothing new starts (default none; --reference 480)")
-    a("--compile-timeout", type=float, default=None, help="time box in seconds for building and compiling one configuration")
+    a("--time-budget", type=float, default=None, dest="time_budget_s", help="seconds after which nothing new starts (default none; --reference 480)")
+    a("--compile-timeout", type=float, default=None, dest="compile_timeout_s", help="time box in seconds for building and compiling one configuration")
     a("--compile-modes", nargs="*", default=None, choices=list(COMPILE_MODES), metavar="MODE",
       help="also time the compiled recipe in these torch.compile modes, interleaved with it (no MODE: "
       f"{' and '.join(COMPILE_MODES)}); reported beside it: ratio, spread, first-step (compile) seconds. Off by default")
-    a("--compile-mode-timeout", type=float, default=None,
+    a("--compile-mode-timeout", type=float, default=None, dest="compile_mode_timeout_s",
       help=f"time box in seconds for each --compile-modes compile (default {COMPILE_MODE_TIMEOUT_S:g})")
     a("--no-cudnn-benchmark", action="store_true", help="leave cudnn.benchmark off (default on)")
     a("--no-progress", action="store_true", help="no progress bar")

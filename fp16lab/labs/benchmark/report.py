@@ -21,6 +21,7 @@ from fp16lab.labs.benchmark.configs import (
     RECOMMENDED,
     validate_output,
 )
+from fp16lab.labs.benchmark.options import BenchOptions
 from fp16lab.labs.benchmark.profile import IDLE
 from fp16lab.labs.runtime.results import load_results, save_results
 
@@ -76,6 +77,10 @@ class BenchResult:
         profiled = list((self.metadata.get("step_profile") or {}).keys())
         return (f"{head}; exploration rows: {explore or 'none'}; compile modes beside the recipe: "
                 f"{', '.join(modes) or 'none'}; step profile: {', '.join(profiled) or 'none'}")
+
+    def options(self) -> BenchOptions:
+        """What the run was asked to do, as it recorded it (:meth:`BenchOptions.from_metadata`)."""
+        return BenchOptions.from_metadata(self.metadata.get("benchmark", {}))
 
     def compile_modes(self) -> pd.DataFrame:
         """The compiled recipe's torch.compile modes side by side: :func:`compile_modes_table`."""

@@ -47,6 +47,7 @@ from fp16lab.labs.benchmark.measure import (
     skipped_row,
     time_box,
 )
+from fp16lab.labs.benchmark.options import BenchOptions
 from fp16lab.labs.benchmark.report import BenchResult
 from fp16lab.labs.runtime.results import metadata_json
 from fp16lab.precision import parse_precision
@@ -86,6 +87,18 @@ class Plan:
     def singles(self) -> list[BenchConfig]:
         names = {c.name for c in self.repeat}
         return [c for c in self.comparison if c.name not in names]
+
+    def recorded(self) -> dict[str, Any]:
+        """The checked options under :class:`~fp16lab.labs.benchmark.options.BenchOptions`' names (the metadata's)."""
+        return {
+            "model": self.spec.name, "task": self.task, "configs": [c.name for c in self.comparison],
+            "repeat": [c.name for c in self.repeat], "rounds": self.rounds if self.repeat else 0,
+            "batch_sizes": self.sizes, "sweep_batch_sizes": sorted({b for _, b in self.sweep}),
+            "sweep_configs": sorted({c.name for c, _ in self.sweep}), "explore": [c.name for c in self.explore],
+            "profile": list(self.profile), "time_budget_s": self.time_budget_s,
+            "compile_timeout_s": self.compile_timeout_s, "compile_modes": list(self.compile_modes),
+            "compile_mode_timeout_s": self.compile_mode_timeout_s, **asdict(self.settings),
+        }
 
     @property
     def units(self) -> int:
@@ -132,47 +145,43 @@ def _with_modes(cfgs: list[BenchConfig], rep: list[BenchConfig], modes: tuple[st
             [*rep, *(c for c in extra if c.name not in in_rounds)])
 
 
-def make_plan(model: ModelArg, configs: Sequence[ConfigArg] | None, batch_sizes: Sequence[int], *,
-              repeat: Sequence[ConfigArg] | None, rounds: int, sweep_batch_sizes: Sequence[int],
-              sweep_configs: Sequence[ConfigArg], explore: Sequence[ConfigArg], precisions: Sequence[str] | None,
-              settings: BenchSettings | None, device: "torch.device | str | None", task: str,
-              time_budget_s: float | None, compile_timeout_s: float | None, profile: Sequence[ConfigArg] = (),
-              compile_modes: Sequence[str] = (), compile_mode_timeout_s: float | None = None) -> Plan:
-    """Every argument checked before any work; see :func:`run_benchmark`."""
-    spec = parse_model(model)
-    one_of("task", task, TASKS)
-    modes = compile_modes_arg(compile_modes)
-    mode_box = _optional_seconds("compile_mode_timeout_s", compile_mode_timeout_s)
-    dev = choose_device(device)
-    cfgs = _filter(parse_configs(configs if configs is not None else default_configs(dev)), precisions)
+def make_plan(options: BenchOptions) -> Plan:
+    """Every option checked before any work; see :func:`run_benchmark`."""
+    o = instance("options", options, BenchOptions, "a BenchOptions")
+    spec = parse_model(o.model)
+    task = one_of("task", o.task, TASKS)
+    modes = compile_modes_arg(o.compile_modes)
+    mode_box = _optional_seconds("compile_mode_timeout_s", o.compile_mode_timeout_s)
+    dev = choose_device(o.device)
+    cfgs = _filter(parse_configs(o.configs if o.configs is not None else default_configs(dev)), o.precisions)
     if not cfgs:
         raise ValueError("configs is empty: give at least one configuration name (or None for the defaults)")
     names = [c.name for c in cfgs]
-    if repeat is None:
+    if o.repeat is None:
         rep = [c for c in cfgs if c.name in REPEATED]
     else:
-        rep = parse_configs(repeat, name="repeat")
+        rep = parse_configs(o.repeat, name="repeat")
         stray = [c.name for c in rep if c.name not in names]
         if stray:
             raise ValueError(f"repeat: {stray!r} are not among the configurations {names!r}; add them to configs")
     cfgs, rep = _with_modes(cfgs, rep, modes, task)
     names = [c.name for c in cfgs]
-    sizes = validate_batch_sizes(batch_sizes)
-    sweep_sizes = validate_batch_sizes(sweep_batch_sizes, name="sweep_batch_sizes", allow_empty=True)
-    scfgs = parse_configs(sweep_configs, name="sweep_configs")  # checked even when unused: no silent wrong input
+    sizes = validate_batch_sizes(o.batch_sizes)
+    sweep_sizes = validate_batch_sizes(o.sweep_batch_sizes, name="sweep_batch_sizes", allow_empty=True)
+    scfgs = parse_configs(o.sweep_configs, name="sweep_configs")  # checked even when unused: no silent wrong input
     scfgs = scfgs if sweep_sizes else []
     sweep = [(c, b) for c in scfgs for b in sweep_sizes if (c.name, b) not in {(n, s) for n in names for s in sizes}]
-    exp = parse_configs(explore, name="explore")
+    exp = parse_configs(o.explore, name="explore")
     clash = [c.name for c in exp if c.name in names]
     if clash:
         raise ValueError(f"explore: {clash!r} are already in the comparison; an exploration row is measured once")
-    prof = [c.name for c in parse_configs(profile, name="profile")]
+    prof = [c.name for c in parse_configs(o.profile, name="profile")]
     if any(n not in [c.name for c in rep] for n in prof):
         raise ValueError(f"profile: {prof!r} must be among the repeated configurations {[c.name for c in rep]!r}")
-    s = default_settings() if settings is None else instance("settings", settings, BenchSettings, "a BenchSettings")
-    return Plan(spec, dev, task, s, sizes, cfgs, rep, positive_int("rounds", rounds), sweep, exp,
-                _optional_seconds("time_budget_s", time_budget_s),
-                _optional_seconds("compile_timeout_s", compile_timeout_s), prof, modes, mode_box)
+    s = default_settings() if o.settings is None else instance("settings", o.settings, BenchSettings, "a BenchSettings")
+    return Plan(spec, dev, task, s, sizes, cfgs, rep, positive_int("rounds", o.rounds), sweep, exp,
+                _optional_seconds("time_budget_s", o.time_budget_s),
+                _optional_seconds("compile_timeout_s", o.compile_timeout_s), prof, modes, mode_box)
 
 
 def _peak_and_flops(plan: Plan) -> dict[str, Any]:
@@ -200,10 +209,7 @@ def _metadata(plan: Plan, extra: dict[str, Any] | None) -> dict[str, Any]:
     every = [*plan.comparison, *[c for c, _ in plan.sweep], *plan.explore]
     meta = run_metadata(plan.dev)
     meta["benchmark"] = {
-        "model": plan.spec.name, "task": plan.task, "configs": [c.name for c in plan.comparison],
-        "repeat": [c.name for c in plan.repeat], "rounds": plan.rounds if plan.repeat else 0,
-        "batch_sizes": plan.sizes, "sweep_batch_sizes": sorted({b for _, b in plan.sweep}),
-        "sweep_configs": sorted({c.name for c, _ in plan.sweep}), "explore": [c.name for c in plan.explore],
+        **plan.recorded(),
         "optimizer": ", ".join(sorted({c.optimizer for c in every})) if plan.task == "train" else "none",
         "data": "synthetic, device-resident (input pipeline not measured)",
         "timing": "fp16lab.timing.time_windows: " + ("CUDA events around each window" if plan.dev.type == "cuda"
@@ -212,10 +218,7 @@ def _metadata(plan: Plan, extra: dict[str, Any] | None) -> dict[str, Any]:
                   "built, GB = 1e9 bytes",
         "spread": "images/s: (max - min) / median over windows (rounds: over round medians); targets: the "
                   "largest distance of a round's ratio from the median ratio",
-        "quick": is_quick(), "recommended": RECOMMENDED, "compiled": COMPILED,
-        "time_budget_s": plan.time_budget_s, "compile_timeout_s": plan.compile_timeout_s,
-        "compile_modes": list(plan.compile_modes), "compile_mode_timeout_s": plan.compile_mode_timeout_s,
-        **_peak_and_flops(plan), **asdict(plan.settings),
+        "quick": is_quick(), "recommended": RECOMMENDED, "compiled": COMPILED, **_peak_and_flops(plan),
     }
     meta.update(extra or {})
     return meta
@@ -392,27 +395,17 @@ def run_benchmark(
     configs: Sequence[ConfigArg] | None = None,
     batch_sizes: Sequence[int] = (256,),
     *,
-    repeat: Sequence[ConfigArg] | None = None,
-    rounds: int = 3,
-    sweep_batch_sizes: Sequence[int] = (),
-    sweep_configs: Sequence[ConfigArg] = (RECOMMENDED,),
-    explore: Sequence[ConfigArg] = (),
-    precisions: Sequence[str] | None = None,
-    settings: BenchSettings | None = None,
-    device: "torch.device | str | None" = None,
-    task: str = "train",
     output: Any = None,
     progress: bool = True,
     metadata: dict[str, Any] | None = None,
-    time_budget_s: float | None = None,
-    compile_timeout_s: float | None = None,
-    profile: Sequence[ConfigArg] = (),
-    compile_modes: Sequence[str] = (),
-    compile_mode_timeout_s: float | None = None,
     opener: Opener | None = None,
+    **options: Any,
 ) -> BenchResult:
     """Measure the comparison at each batch size, then an optional sweep and exploration.
 
+    ``model``, ``configs``, ``batch_sizes`` and the keyword ``**options`` are the fields of
+    :class:`~fp16lab.labs.benchmark.options.BenchOptions` (an unknown name is refused); ``output``,
+    ``progress``, ``metadata`` and ``opener`` say where and how the run reports.
     Defaults: ``model='resnet50'`` (or a model factory), ``configs=default_configs(device)``
     (names or :class:`~fp16lab.labs.benchmark.configs.BenchConfig` objects), ``batch_sizes=(256,)``.
     ``repeat`` (default: those of ``configs`` in :data:`~fp16lab.labs.benchmark.configs.REPEATED`) are all
@@ -435,10 +428,7 @@ def run_benchmark(
     far with ``interrupted=True``. ``metadata`` is merged into the stored metadata; ``opener``
     replaces :class:`~fp16lab.labs.benchmark.measure.Session` (tests).
     """
-    plan = make_plan(model, configs, batch_sizes, repeat=repeat, rounds=rounds, sweep_batch_sizes=sweep_batch_sizes,
-                     sweep_configs=sweep_configs, explore=explore, precisions=precisions, settings=settings,
-                     device=device, task=task, time_budget_s=time_budget_s, compile_timeout_s=compile_timeout_s,
-                     profile=profile, compile_modes=compile_modes, compile_mode_timeout_s=compile_mode_timeout_s)
+    plan = make_plan(BenchOptions.of(model=model, configs=configs, batch_sizes=batch_sizes, **options))
     boolean("progress", progress)
     if metadata is not None:
         metadata_json(metadata)  # a dict JSON can hold: refused now, not when the first row is saved
