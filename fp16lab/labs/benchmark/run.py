@@ -292,7 +292,7 @@ class _Runner:
     def timeout(self, cfg: BenchConfig | None = None) -> float | None:
         box = self.plan.box(cfg) if cfg is not None else self.plan.compile_timeout_s
         left = self.left()
-        return box if left == math.inf else min(box if box is not None else left, max(left, 1.0))
+        return box if left == math.inf else min(box if box is not None else math.inf, max(left, 1.0))
 
     # -------------------------------------------------------------- the parts
 
