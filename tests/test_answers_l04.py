@@ -131,32 +131,45 @@ def test_overflow_fix(ex1, capsys):
         l04.check_overflow_fix("mid", _copy(BF16Island, model), model, x)
 
 
-def _run_of(rows):
-    """A stand-in for the lesson's explosion_run: a history per threshold (loss, grad_norm, skipped)."""
-    def run(max_norm):
-        norms, losses, finished = rows[max_norm]
+def _run_of(rows, asked=None):
+    """A stand-in for the lesson's explosion_run(max_norm, seed): a history (loss, grad_norm, skipped) per
+    threshold, the same on every seed, or per seed where ``rows[max_norm]`` is a dict {seed: row}."""
+    def run(max_norm, seed=0):
+        if asked is not None:
+            asked.append((max_norm, seed))
+        row = rows[max_norm]
+        norms, losses, finished = row[seed] if isinstance(row, dict) else row
         hist = pd.DataFrame({"loss": losses, "grad_norm": norms, "skipped": [False] * len(norms)})
         return hist, None if finished else RuntimeError("diverged")
     return run
 
 
+NET = ([6.0] * 3 + [2.0] * 7, [1.0] * 5 + [0.2] * 5, True)   # at threshold 5: clips 30 %, learns: a safety net
 RUNS = _run_of({
-    5.0: ([6.0] * 3 + [2.0] * 7, [1.0] * 5 + [0.2] * 5, True),      # clips 30 %, learns: a safety net
+    5.0: NET,
     1.0: ([3.0] * 10, [1.0] * 5 + [0.3] * 5, True),                 # clips every step: a brake
     100.0: ([50.0] * 10, [1.0] * 10, True),                         # too loose: finishes, does not learn
     25.0: ([30.0] * 10, [1.0] * 5 + [200.0] + [0.3] * 4, True),     # finishes and ends low, but blew up on the way
     1000.0: ([50.0] * 4, [1.0] * 4, False),                         # explodes
+    # tuned on seed 0 alone: a safety net there, a brake on seed 1 (its gradients run larger)
+    4.0: {0: ([6.0] * 3 + [2.0] * 7, [1.0] * 5 + [0.2] * 5, True), 1: ([6.0] * 8 + [2.0] * 2, [1.0] * 5 + [0.2] * 5, True),
+          2: NET},
+    # tuned on seed 0 alone: seed 2 explodes, seed 1 blows up on the way
+    8.0: {0: ([6.0] * 3 + [2.0] * 7, [1.0] * 5 + [0.2] * 5, True), 1: ([6.0] * 10, [1.0] * 5 + [40.0] + [0.3] * 4, True),
+          2: ([50.0] * 4, [1.0] * 4, False)},
 })
 
 
 def test_clip_threshold(capsys):
-    l04.check_clip_threshold(5.0, RUNS, 10)
-    assert "✓" in capsys.readouterr().out
-    with pytest.raises(AssertionError, match="a brake, not a safety net"):
+    asked = []
+    l04.check_clip_threshold(5.0, _run_of({5.0: NET}, asked), 10)
+    assert capsys.readouterr().out == "✓ correct: a safety net that stops the explosion and lets the run learn\n"
+    assert asked == [(5.0, seed) for seed in l04.CLIP_SEEDS] and len(l04.CLIP_SEEDS) >= 3  # judged on several seeds
+    with pytest.raises(AssertionError, match="on seed 0 the threshold acts on 100% of the applied steps"):
         l04.check_clip_threshold(1.0, RUNS, 10)
     with pytest.raises(AssertionError, match="does not learn"):
         l04.check_clip_threshold(100.0, RUNS, 10)
-    with pytest.raises(AssertionError, match="still explodes"):
+    with pytest.raises(AssertionError, match="on seed 0 the run still explodes"):
         l04.check_clip_threshold(1000.0, RUNS, 10)
     with pytest.raises(AssertionError, match="rose to 200×"):
         l04.check_clip_threshold(25.0, RUNS, 10)
@@ -164,6 +177,17 @@ def test_clip_threshold(capsys):
         l04.check_clip_threshold(-1.0, RUNS, 10)
     l04.check_clip_threshold(np.float64(5.0), RUNS, 10)  # pandas' idxmax/idxmin give NumPy numbers: accepted
     assert "✓" in capsys.readouterr().out
+
+
+def test_clip_threshold_tuned_on_seed_0_alone_fails():
+    """A threshold that is a safety net on seed 0 but not on another seed used to pass (the check ran seed 0 only)."""
+    with pytest.raises(AssertionError, match="on seed 1 the threshold acts on 80% of the applied steps"):
+        l04.check_clip_threshold(4.0, RUNS, 10)
+    with pytest.raises(AssertionError, match=r"on seed 1 the run finishes, but on the way its loss rose to 40×"):
+        l04.check_clip_threshold(8.0, RUNS, 10)
+    with pytest.raises(AssertionError, match="on seed 2 the run still explodes"):
+        l04.check_clip_threshold(8.0, _run_of({8.0: {0: NET, 1: NET, 2: ([50.0] * 4, [1.0] * 4, False)}}), 10)
+    l04.check_clip_threshold(4.0, RUNS, 10, seeds=(0,))  # what the old check judged: seed 0 alone passes it
 
 
 def _square_fn(cast=torch.float32, decorate: bool = True, factor: float = 2.0, upstream: bool = True,

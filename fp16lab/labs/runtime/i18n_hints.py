@@ -302,14 +302,14 @@ HINTS: dict[str, str] = {
         "提示：已经没有任何部分以 FP16 运行：孤岛之外要保持 autocast 开启",
     "Hint: assign a threshold (a positive float) to max_norm": "提示：把一个阈值（正浮点数）赋给 max_norm",
     "Hint: max_norm must be a positive, finite number": "提示：max_norm 必须是有限的正数",
-    "Hint: with that threshold the run still explodes and fit stops it: clip lower":
-        "提示：用这个阈值，训练仍然发散，被 fit 中止：把裁剪阈值调低",
-    "Hint: the run finishes, but on the way its loss rose to {peak:.0f}× that of the first steps: an explosion the threshold let through; clip lower":
-        "提示：训练跑完了，但途中损失升到了最初几步的 {peak:.0f} 倍：阈值放过了一次爆炸；把裁剪阈值调低",
-    "Hint: the run finishes but does not learn: the threshold lets too large updates through; look at the loss of each step":
-        "提示：训练跑完了，但没有学到东西：阈值放过了过大的更新；看看每一步的损失",
-    "Hint: the threshold acts on almost every step, so it caps every update (a brake, not a safety net): compare it with the gradient norms of the steps that were not clipped":
-        "提示：阈值几乎每一步都起作用，等于限制了每次更新（成了刹车，而不是安全网）：把它和未被裁剪的那些步的梯度范数比一比",
+    "Hint: on seed {seed} the run still explodes with that threshold and fit stops it: clip lower":
+        "提示：在种子 {seed} 上，用这个阈值训练仍然发散，被 fit 中止：把裁剪阈值调低",
+    "Hint: on seed {seed} the run finishes, but on the way its loss rose to {peak:.0f}× that of the first steps: an explosion the threshold let through; clip lower":
+        "提示：在种子 {seed} 上，训练跑完了，但途中损失升到了最初几步的 {peak:.0f} 倍：阈值放过了一次爆炸；把裁剪阈值调低",
+    "Hint: on seed {seed} the run finishes but does not learn: the threshold lets too large updates through; look at the loss of each step":
+        "提示：在种子 {seed} 上，训练跑完了，但没有学到东西：阈值放过了过大的更新；看看每一步的损失",
+    "Hint: on seed {seed} the threshold acts on {share:.0%} of the applied steps, more than 60 %: it caps most updates (a brake, not a safety net): compare it with the gradient norms of the steps that were not clipped":
+        "提示：在种子 {seed} 上，阈值在 {share:.0%} 的已应用步上起作用，超过了 60 %：它限制了大部分更新（成了刹车，而不是安全网）：把它和未被裁剪的那些步的梯度范数比一比",
     "Hint: assign your autograd.Function class to SafeSumSquares": "提示：把你的 autograd.Function 类赋给 SafeSumSquares",
     "Hint: SafeSumSquares must be a subclass of torch.autograd.Function":
         "提示：SafeSumSquares 必须是 torch.autograd.Function 的子类",
