@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from fp16lab.course.answers import l07
 from fp16lab.course.answers.l07 import BUDGET, T4_OPTIONS, check_attention, check_budget, check_t4_choice
 from fp16lab.gpt import GPT, GPTConfig
 from fp16lab.precision import autocast
@@ -57,6 +58,72 @@ def fp32_out(q, k, v, keep):
     return right(q, k, v, keep).float()
 
 
+def _scaled(q, k):
+    return (q * q.shape[-1] ** -0.5) @ k.transpose(-1, -2)
+
+
+def _attend(scores, v):
+    return (torch.softmax(scores.float(), dim=-1) @ v.float()).to(v.dtype)
+
+
+F16_MIN = torch.finfo(torch.float16).min
+
+
+def additive_fp16_min(q, k, v, keep):  # section 5b's trap: score + finfo(float16).min rounds to -inf below -16
+    return _attend(_scaled(q, k) + (~keep).to(q.dtype) * F16_MIN, v)
+
+
+def additive_1e4(q, k, v, keep):  # the old hard-coded additive mask
+    return _attend(_scaled(q, k) - 1e4 * (~keep).to(q.dtype), v)
+
+
+def fill_1e4(q, k, v, keep):  # a fill value that is not below every score
+    return _attend(_scaled(q, k).masked_fill(~keep, -1e4), v)
+
+
+def fill_1e9(q, k, v, keep):  # a fill value FP16 cannot hold: masked_fill raises
+    return _attend(_scaled(q, k).masked_fill(~keep, -1e9), v)
+
+
+def fill_fp32_min(q, k, v, keep):  # finfo of the wrong dtype: masked_fill raises too
+    return _attend(_scaled(q, k).masked_fill(~keep, torch.finfo(torch.float32).min), v)
+
+
+def mask_after_softmax(q, k, v, keep):  # probabilities masked afterwards: rows no longer sum to 1
+    return ((torch.softmax(_scaled(q, k).float(), dim=-1) * keep) @ v.float()).to(v.dtype)
+
+
+def mask_after_softmax_renormalised(q, k, v, keep):  # renormalised: right until a masked key takes all the mass
+    p = torch.softmax(_scaled(q, k).float(), dim=-1) * keep
+    return ((p / p.sum(-1, keepdim=True).clamp_min(1e-30)) @ v.float()).to(v.dtype)
+
+
+# correct variants the check must accept
+def sdpa_causal(q, k, v, keep):  # keep is causal here (plus a padded row, whose output is not compared)
+    return F.scaled_dot_product_attention(q[None], k[None], v[None], is_causal=True)[0]
+
+
+def sdpa_bool_mask(q, k, v, keep):
+    return F.scaled_dot_product_attention(q[None], k[None], v[None], attn_mask=keep[None])[0].nan_to_num()
+
+
+def fill_inf_then_zero_nan(q, k, v, keep):
+    p = torch.softmax(_scaled(q, k).masked_fill(~keep, float("-inf")).float(), dim=-1).nan_to_num()
+    return (p @ v.float()).to(v.dtype)
+
+
+def fill_with_where(q, k, v, keep):
+    return _attend(torch.where(keep, _scaled(q, k), F16_MIN), v)
+
+
+def additive_in_fp32(q, k, v, keep):  # an additive mask is fine where the scores are FP32
+    return _attend(_scaled(q, k).float() + (~keep).float() * torch.finfo(torch.float32).min, v)
+
+
+def fill_fp32_scores_1e9(q, k, v, keep):
+    return _attend(_scaled(q, k).float().masked_fill(~keep, -1e9), v)
+
+
 def test_attention_check_accepts_the_fix_and_sdpa(capsys):
     check_attention(right)
     assert capsys.readouterr().out == "✓ correct\n"  # the verdict once, nothing else
@@ -65,6 +132,43 @@ def test_attention_check_accepts_the_fix_and_sdpa(capsys):
         return F.scaled_dot_product_attention(q[None].float(), k[None].float(), v[None].float(),
                                               attn_mask=keep[None])[0].nan_to_num().to(v.dtype)
     check_attention(sdpa)
+
+
+@pytest.mark.parametrize("answer", [sdpa_causal, sdpa_bool_mask, fill_inf_then_zero_nan, fill_with_where,
+                                    additive_in_fp32, fill_fp32_scores_1e9])
+def test_attention_check_accepts_correct_mask_variants(answer, capsys):
+    check_attention(answer)
+    assert capsys.readouterr().out == "✓ correct\n"
+
+
+@pytest.mark.parametrize(("answer", "match"), [
+    (additive_fp16_min, r"whose scores are all below -16: in FP16, score \+ finfo\(float16\).min rounds to -inf"),
+    (additive_1e4, "a mask value such as -1e4 that is not below every score"),
+    (fill_1e4, "a mask value such as -1e4 that is not below every score"),
+    (fill_1e9, r"raised RuntimeError: .*without overflow: the mask value does not fit the scores' dtype"),
+    (fill_fp32_min, r"raised RuntimeError: .*without overflow: the mask value does not fit the scores' dtype"),
+    (mask_after_softmax, "the mask is applied after the softmax"),
+    (mask_after_softmax_renormalised, "A mask applied after the softmax fails there"),
+])
+def test_attention_check_rejects_mask_mistakes(answer, match):
+    """Masking mistakes the check used to pass (or, for masked_fill's overflow, showed as the checker's traceback)."""
+    with pytest.raises(AssertionError, match=match) as info:
+        check_attention(answer)
+    shown = "".join(info.value._render_traceback_())
+    assert shown.startswith("✗ ") and "def " not in shown  # the hint alone, none of the checker's code
+
+
+def test_mask_cases_hold_their_premise():
+    """PyTorch itself says what each new case is there for: SDPA (boolean mask) is the oracle."""
+    cpu = torch.device("cpu")
+    q, k, v, keep = l07._negative_padded_row(cpu)
+    assert (_scaled(q, k)[-1] < -16).all()  # the padded row's FP16 scores: all below -16 ...
+    assert not torch.isfinite(additive_fp16_min(q, k, v, keep)[-1].float()).any()  # ... so the additive mask is NaN
+    q, k, v, keep = l07._negative_only_key(cpu)
+    sdpa = F.scaled_dot_product_attention(q[None].float(), k[None].float(), v[None].float(), attn_mask=keep[None])[0]
+    assert torch.allclose(sdpa[0], v[0].float())  # the first query's output is its one key's value
+    assert _scaled(q, k)[0, 0] < -1.1e4 < _scaled(q, k)[0, 1:].max()  # a -1e4 mask leaves masked keys above it
+    assert not torch.allclose(fill_1e4(q, k, v, keep)[0].float(), v[0].float(), atol=1.0)
 
 
 @pytest.mark.parametrize(("answer", "match"), [

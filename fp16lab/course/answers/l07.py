@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from fp16lab.course.answers import require, verdict
+from fp16lab.course.answers import WrongAnswer, require, verdict
 from fp16lab.hardware import PROFILES
 from fp16lab.labs.runtime.i18n import tr
 from fp16lab.precision import autocast
@@ -43,8 +43,41 @@ def _case(device: torch.device, magnitude: float, self_keys: bool, seed: int) ->
     return q.half().to(device), k.half().to(device), v.half().to(device), keep.to(device)
 
 
+def _negative_padded_row(device: torch.device) -> Case:
+    """Section 5b's trap: the padded last query scores about -32 (after the 1/sqrt(d) scale) with every key.
+
+    Every key shares a component ``b`` the last query points against: its scores are -(|b|^2 + b . noise) / 8,
+    all far below -16, where FP16's ``score + finfo(float16).min`` rounds to -inf (an additive mask's NaN row).
+    """
+    g = torch.Generator().manual_seed(5)
+    q, v = torch.randn(8, 64, generator=g), torch.randn(8, 64, generator=g)
+    b = torch.full((64,), 2.0)
+    k = b + torch.randn(8, 64, generator=g)
+    q[-1] = -b
+    keep = torch.ones(8, 8, dtype=torch.bool).tril()
+    keep[-1] = False
+    return q.half().to(device), k.half().to(device), v.half().to(device), keep.to(device)
+
+
+def _negative_only_key(device: torch.device) -> Case:
+    """The first query's one key scores about -12 800 after the scale (k[0] = -q[0], magnitude 40), while the keys
+    it may not see score around 0: only a mask that leaves those keys no weight at all, whatever their scores,
+    returns v[0] there. The other queries attend to themselves (k = q), as in the magnitude-40 case."""
+    q, k, v, keep = _case(torch.device("cpu"), 40.0, True, seed=6)
+    k[0] = -q[0]
+    return q.to(device), k.to(device), v.to(device), keep.to(device)
+
+
 def _run(fn: Any, case: Case) -> torch.Tensor:
-    out = fn(*case)
+    try:
+        out = fn(*case)
+    except Exception as err:  # the learner's function failed: its error as a hint, not the checker's traceback
+        message = str(err).splitlines()[0] if str(err) else ""
+        error = f"{type(err).__name__}: {message}"
+        require("without overflow" not in message,
+                tr("fixed_attention raised {error}: the mask value does not fit the scores' dtype (FP16's largest "
+                   "magnitude is 65 504)", error=error))
+        raise WrongAnswer(tr("fixed_attention raised {error}", error=error)) from None
     require(isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(case[2].shape),
             tr("return a tensor shaped like v: (tokens, d)"))
     require(out.dtype == case[2].dtype, tr("return the inputs' dtype ({want}), not {got}: cast back at the end",
@@ -52,8 +85,19 @@ def _run(fn: Any, case: Case) -> torch.Tensor:
     return out.float()
 
 
+def _err(out: torch.Tensor, want: torch.Tensor) -> float:
+    """Largest difference on the rows that have a key (all but the last)."""
+    return (out[:-1] - want[:-1]).abs().max().item()
+
+
 def check_attention(fn: Any, device: "torch.device | str" = "cpu") -> None:
-    """Exercise 1: ``fn(q, k, v, keep)`` is finite in FP16 and matches FP32 attention on every row with a key."""
+    """Exercise 1: ``fn(q, k, v, keep)`` is finite in FP16 and matches FP32 attention on every row with a key.
+
+    Four cases: scores of order 1 (the 1/sqrt(d) scale, the mask's direction, the softmax's dim, a mask applied
+    after the softmax); magnitude 40 (q @ k^T past 65 504); a padded row whose scores are all below -16 (an additive
+    FP16 mask of finfo(float16).min rounds to -inf); a row whose one key scores -12 800 (a mask value that is not
+    below every score, such as -1e4, or a mask after the softmax, gives the masked keys weight).
+    """
     require(callable(fn), tr("write a function (q, k, v, keep) -> tensor and assign it to fixed_attention"))
     dev = torch.device(device)
     # scores/sqrt(d) of order 1: the softmax is spread, so the 1/sqrt(d) scale changes the result
@@ -63,9 +107,14 @@ def check_attention(fn: Any, device: "torch.device | str" = "cpu") -> None:
             tr("inf/NaN on the last row, a query with no key to attend to: fill masked scores with a finite "
             "value (torch.finfo(scores.dtype).min), not -inf"))
     d = case[0].shape[-1]
-    err = (out[:-1] - _attention_fp32(*case, d**-0.5)[:-1]).abs().max().item()
-    unscaled = (out[:-1] - _attention_fp32(*case, 1.0)[:-1]).abs().max().item()
+    err = _err(out, _attention_fp32(*case, d**-0.5))
+    unscaled = _err(out, _attention_fp32(*case, 1.0))
     require(err < 0.02 or unscaled >= 0.02, tr("finite, but this is attention without the 1/sqrt(d) scale: is it there?"))
+    q, k, v, keep = (t.float() for t in case)
+    after = (torch.softmax(q @ k.T * d**-0.5, dim=-1) * keep) @ v  # the mask applied to the probabilities
+    require(err < 0.02 or _err(out, after) >= 0.02,
+            tr("finite, but {err:.3g} away from FP32 attention: the mask is applied after the softmax, so the "
+               "weights of each row's allowed keys no longer sum to 1", err=err))
     require(err < 0.02, tr("finite, but {err:.3g} away from FP32 attention on the rows that have keys: is the mask "
                          "the right way round (keep is True where a query may attend), and the softmax over the keys "
                          "(dim=-1)?", err=err))
@@ -75,9 +124,29 @@ def check_attention(fn: Any, device: "torch.device | str" = "cpu") -> None:
     require(bool(torch.isfinite(out).all()),
             tr("inf/NaN for inputs of magnitude 40: q @ k^T overflows FP16 (65 504) before any later scale; "
             "scale q by 1/sqrt(d) before the product"))
-    ref = _attention_fp32(*case, d**-0.5)[:-1]
-    err = (out[:-1] - ref).abs().max().item()
-    require(err < 0.02 * ref.abs().max().item(), tr("finite, but {err:.3g} away from FP32 attention for inputs of magnitude 40", err=err))
+    ref = _attention_fp32(*case, d**-0.5)
+    err = _err(out, ref)
+    require(err < 0.02 * ref[:-1].abs().max().item(),
+            tr("finite, but {err:.3g} away from FP32 attention for inputs of magnitude 40", err=err))
+    # section 5b: a padded row whose scores are all below -16
+    case = _negative_padded_row(dev)
+    out = _run(fn, case)
+    require(bool(torch.isfinite(out).all()),
+            tr("inf/NaN on a padded row (a query with no key) whose scores are all below -16: in FP16, "
+               "score + finfo(float16).min rounds to -inf there (section 5b); fill the masked scores instead of "
+               "adding a mask to them"))
+    err = _err(out, _attention_fp32(*case, d**-0.5))
+    require(err < 0.02, tr("finite, but {err:.3g} away from FP32 attention on the rows that have keys", err=err))
+    # a row whose only key scores far below the keys it may not see
+    case = _negative_only_key(dev)
+    out = _run(fn, case)
+    ref = _attention_fp32(*case, d**-0.5)
+    err = (out[:-1] - ref[:-1]).abs().max().item() if bool(torch.isfinite(out[:-1]).all()) else math.inf
+    require(err < 0.02 * ref[:-1].abs().max().item(),
+            tr("wrong on a row whose one allowed key scores about -12 800 (after the scale), far below the keys it "
+               "may not see: its output must be that key's row of v. A mask applied after the softmax fails there "
+               "(the allowed key's probability has already underflowed to 0), and so does a mask value such as -1e4 "
+               "that is not below every score"))
     verdict(True, "")
 
 

@@ -417,6 +417,17 @@ HINTS: dict[str, str] = {
         "输入量级为 40 时出现 inf/NaN：q @ k^T 在后面的缩放之前就已在 FP16 中上溢（65504）；先把 q 乘以 1/sqrt(d) 再相乘",
     "finite, but {err:.3g} away from FP32 attention for inputs of magnitude 40":
         "结果有限，但输入量级为 40 时与 FP32 注意力相差 {err:.3g}",
+    "fixed_attention raised {error}: the mask value does not fit the scores' dtype (FP16's largest magnitude is 65 504)":
+        "fixed_attention 抛出了 {error}：掩码值超出了分数的 dtype 能表示的范围（FP16 的最大绝对值是 65504）",
+    "fixed_attention raised {error}": "fixed_attention 抛出了 {error}",
+    "finite, but {err:.3g} away from FP32 attention: the mask is applied after the softmax, so the weights of each row's allowed keys no longer sum to 1":
+        "结果有限，但与 FP32 注意力相差 {err:.3g}：掩码是在 softmax 之后施加的，所以每一行允许关注的键的权重之和不再是 1",
+    "inf/NaN on a padded row (a query with no key) whose scores are all below -16: in FP16, score + finfo(float16).min rounds to -inf there (section 5b); fill the masked scores instead of adding a mask to them":
+        "一个全部被屏蔽的行（没有任何键的查询）的分数全都低于 -16，结果出现 inf/NaN：在 FP16 中，score + finfo(float16).min 在这里会舍入为 -inf（第 5b 节）；应当替换被屏蔽的分数，而不是把掩码加到分数上",
+    "finite, but {err:.3g} away from FP32 attention on the rows that have keys":
+        "结果有限，但在有键的行上与 FP32 注意力相差 {err:.3g}",
+    "wrong on a row whose one allowed key scores about -12 800 (after the scale), far below the keys it may not see: its output must be that key's row of v. A mask applied after the softmax fails there (the allowed key's probability has already underflowed to 0), and so does a mask value such as -1e4 that is not below every score":
+        "某一行的结果不对：这一行唯一允许关注的键的分数约为 -12800（缩放之后），远低于它不能关注的那些键；这一行的输出必须就是该键在 v 中对应的行。在 softmax 之后才施加掩码会在这里出错（允许关注的那个键的概率已经下溢为 0），像 -1e4 这样并不低于所有分数的掩码值也会出错",
     "assign both choice and state_gib": "请给 choice 和 state_gib 都赋值",
     "choice must be one of memory_table's row names: {rows}": "choice 必须是 memory_table 的行名之一：{rows}",
     "state_gib must be a number: GiB of weights, gradients and optimizer state of your choice":
