@@ -469,11 +469,11 @@ HINTS: dict[str, str] = {
     "the island's weights were rounded: make the island before casting": "孤岛里的权重被舍入了：先建孤岛，再做类型转换",
     "{name}: use one of the table's method names: {methods}": "{name}：请用表中的方法名之一：{methods}",
     "{name}: count the setup too: a process of {calls:,} calls takes setup_s + calls × ms / 1000 seconds":
-        "{name}：准备开销也要算上：一个处理 {calls:,} 次调用的进程耗时 setup_s + 调用次数 × ms / 1000 秒",
+        "{name}：准备开销也要算上：一个处理 {calls} 次调用的进程耗时 setup_s + 调用次数 × ms / 1000 秒",
     "{name}: eager is the baseline, not the default: total every method, the hand-captured graph too, not only torch.compile against eager (setup_s + calls × ms / 1000 seconds)":
         "{name}：eager 是基线，不是默认答案：把每种方法的总耗时都算出来，手动捕获的 CUDA Graph 也要算，而不只是拿 torch.compile 和 eager 比（setup_s + 调用次数 × ms / 1000 秒）",
     "{name}: a setup is paid once, the time per call {calls:,} times: total each method as setup_s + calls × ms / 1000 seconds and take the smallest":
-        "{name}：准备开销只付一次，每次调用的耗时要付 {calls:,} 次：按 setup_s + 调用次数 × ms / 1000 秒算出每种方法的总耗时，取最小的",
+        "{name}：准备开销只付一次，每次调用的耗时要付 {calls} 次：按 setup_s + 调用次数 × ms / 1000 秒算出每种方法的总耗时，取最小的",
     "ex_net was changed in place (cast or given an island): rebuild it by re-running its cell, and work on copies (copy.deepcopy(ex_net))":
         "ex_net 被原地修改了（被转换了类型或加了孤岛）：重新运行它所在的单元格重建它，并在副本上操作（copy.deepcopy(ex_net)）",
     "the FP32 island is in the wrong place: keep the block that overflows (first_nonfinite) in FP32, cast the rest to FP16":
