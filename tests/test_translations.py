@@ -392,7 +392,8 @@ def test_the_glossary_lists_terms_not_to_use():
         "interleaved, loss scale, masked, pinned memory and stored output have one term each"
     assert {"剖析", "调度器（dispatcher）", "这个 torch 版本", "这个构建"} <= set(banned), \
         "profiling, the dispatcher and a CUDA build of torch have one term each"
-    assert {"增益", "原始 FP8", "原始的 FP8"} <= set(banned), "LayerNorm's gain and the raw FP8 matmul have one term each"
+    assert {"增益", "原始 FP8", "原始的 FP8", "优化步", "以 CUDA 构建", "内存高效"} <= set(banned), \
+        "LayerNorm's gain, the raw FP8 matmul, the optimizer step, a CUDA build and SDPA's kernel have one term each"
     assert all(any(b in a for b in banned) for a in allowed)  # allowed: a right term holding a banned one
     assert "笔记本电脑" in allowed and "硬件配置档" in allowed, "laptop and hardware profile keep their terms"
 

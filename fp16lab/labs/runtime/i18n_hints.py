@@ -581,7 +581,7 @@ HINTS: dict[str, str] = {
         "gib_per_gpu：用第 7 节实测的每参数占用字节数（你所选方案的），按 13 亿参数计算，单位 GiB（2**30 字节）",
     "each entry of half_grads is the gradient of one half's mean loss": "half_grads 的每一项是其中一半数据平均损失的梯度",
     "(this torch build cannot run bf16_compress_hook; on a CUDA build it can)":
-        "（这个 torch 不是以 CUDA 构建的，不能运行 bf16_compress_hook；以 CUDA 构建的 torch 可以）",
+        "（这个 torch 不是 CUDA 版，不能运行 bf16_compress_hook；CUDA 版 torch 可以）",
     "{name} is a fraction between 0 and 1": "{name} 是 0 到 1 之间的比例",
     "traffic_ratio is a number: FSDP2's bytes per step divided by DDP's": "traffic_ratio 是一个数：FSDP2 每步发送的字节数除以 DDP 的",
     "1.5x is ZeRO's ratio when weights and gradients share one dtype; fsdp_bf16_fp32 gathers 2-byte BF16 weights but reduce-scatters 4-byte FP32 gradients":
