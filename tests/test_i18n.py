@@ -184,7 +184,9 @@ def _tr_calls() -> list[tuple[str, str, set[str] | None]]:
 
 def _fields(text: str) -> list[tuple[str, str, str | None]]:
     """The replacement fields of a format string: (name, format spec, conversion), in order of name."""
-    return sorted((f, spec or "", conv) for _, f, spec, conv in string.Formatter().parse(text) if f is not None)
+    # the spec less its grouping option: English writes 10,000,000 ({calls:,}), Chinese 10000000 (the glossary's rule)
+    return sorted((f, re.sub(r"[,_]", "", spec or ""), conv)
+                  for _, f, spec, conv in string.Formatter().parse(text) if f is not None)
 
 
 def test_every_catalogue_entry_is_used_and_every_message_has_one():
@@ -198,6 +200,9 @@ def test_every_catalogue_entry_is_used_and_every_message_has_one():
 def test_every_entry_keeps_the_fields_of_its_english():
     for msgid, text in ZH.items():
         assert _fields(text) == _fields(msgid), f"{msgid!r}: the Chinese has other fields: {text!r}"
+        grouped = [f"{{{f}:{spec}}}" for _, f, spec, _ in string.Formatter().parse(text) if f is not None and spec
+                   and re.search(r"[,_]", spec)]
+        assert not grouped, f"{text!r}: Chinese numbers have no group separators (10000000): {grouped}"
         assert text != msgid, f"{msgid!r} is not translated"
 
 

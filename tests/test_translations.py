@@ -392,6 +392,8 @@ def test_the_glossary_lists_terms_not_to_use():
         "interleaved, loss scale, masked, pinned memory and stored output have one term each"
     assert {"剖析", "调度器（dispatcher）", "这个 torch 版本", "这个构建"} <= set(banned), \
         "profiling, the dispatcher and a CUDA build of torch have one term each"
+    assert {"增益", "原始 FP8", "原始的 FP8", "优化步", "以 CUDA 构建", "内存高效"} <= set(banned), \
+        "LayerNorm's gain, the raw FP8 matmul, the optimizer step, a CUDA build and SDPA's kernel have one term each"
     assert all(any(b in a for b in banned) for a in allowed)  # allowed: a right term holding a banned one
     assert "笔记本电脑" in allowed and "硬件配置档" in allowed, "laptop and hardware profile keep their terms"
 
@@ -461,6 +463,10 @@ def test_the_term_check_finds_a_variant_and_lets_the_right_term_pass():
     assert banned_uses(["训练步的性能分析", "性能分析器（profiler）", "学习率调度器", "PyTorch 的算子分派器（dispatcher）",
                         "装的是 CUDA 版 torch", "这个 torch 安装包", "而不是 PyTorch 版本", "先构建优化器"],
                        banned, allowed) == [], "a torch (or CUDA) version is a 版本; a build is not"
+    assert banned_uses(["LayerNorm 的增益", "原始 FP8 矩阵乘法", "原始的 FP8 矩阵乘法"], banned, allowed) == \
+        [(1, "增益"), (2, "原始 FP8"), (3, "原始的 FP8")]
+    assert banned_uses(["LayerNorm 的缩放参数 γ", "直接调用的 FP8 矩阵乘法", "查询原始设置", "原始数据", "原文"],
+                       banned, allowed) == [], "原始 is banned only before FP8: the original settings keep their word"
 
 
 def test_no_translation_uses_a_term_the_glossary_rules_out():

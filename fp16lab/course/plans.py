@@ -47,8 +47,10 @@ GPU_NEEDS: dict[str, tuple[str, str]] = {
     "03_tensor_core_alignment": ("NVIDIA GPU sm_70+ (Tensor Cores)", "NVIDIA GPU sm_70+（Tensor Core）"),
     "04_pitfalls_numerics": ("none (the same on a CPU)", "不需要（CPU 上结果相同）"),
     "05_pitfalls_speed_memory": ("NVIDIA GPU (speed and memory)", "NVIDIA GPU（速度和显存）"),
-    "06_benchmarking": ("NVIDIA GPU; 24 GB for its full size (batch 256; the article names no batch size)",
-                        "NVIDIA GPU；完整规模（批处理大小 256；原文没有给出批处理大小）需要 24 GB"),
+    "06_benchmarking": ("NVIDIA GPU; batch 128 on a 24 GB card, the reference run's 256 from 39 GiB usable "
+                        "(the article names no batch size)",
+                        "NVIDIA GPU；24 GB 的显卡上批处理大小为 128，参考运行的 256 需要至少 39 GiB 可用显存"
+                        "（原文没有给出批处理大小）"),
     "07_transformers": ("NVIDIA GPU sm_80+ for BF16", "BF16 需要 NVIDIA GPU sm_80+"),
     "08_inference": ("NVIDIA GPU", "NVIDIA GPU"),
     "09_fp8": ("sm_89+ (RTX 40xx, L4, H100/H200) for FP8", "FP8 需要 sm_89+（RTX 40 系列、L4、H100/H200）"),

@@ -480,11 +480,11 @@ HINTS: dict[str, str] = {
     "the island's weights were rounded: make the island before casting": "孤岛里的权重被舍入了：先建孤岛，再做类型转换",
     "{name}: use one of the table's method names: {methods}": "{name}：请用表中的方法名之一：{methods}",
     "{name}: count the setup too: a process of {calls:,} calls takes setup_s + calls × ms / 1000 seconds":
-        "{name}：准备开销也要算上：一个处理 {calls:,} 次调用的进程耗时 setup_s + 调用次数 × ms / 1000 秒",
+        "{name}：准备开销也要算上：一个处理 {calls} 次调用的进程耗时 setup_s + 调用次数 × ms / 1000 秒",
     "{name}: eager is the baseline, not the default: total every method, the hand-captured graph too, not only torch.compile against eager (setup_s + calls × ms / 1000 seconds)":
         "{name}：eager 是基线，不是默认答案：把每种方法的总耗时都算出来，手动捕获的 CUDA Graph 也要算，而不只是拿 torch.compile 和 eager 比（setup_s + 调用次数 × ms / 1000 秒）",
     "{name}: a setup is paid once, the time per call {calls:,} times: total each method as setup_s + calls × ms / 1000 seconds and take the smallest":
-        "{name}：准备开销只付一次，每次调用的耗时要付 {calls:,} 次：按 setup_s + 调用次数 × ms / 1000 秒算出每种方法的总耗时，取最小的",
+        "{name}：准备开销只付一次，每次调用的耗时要付 {calls} 次：按 setup_s + 调用次数 × ms / 1000 秒算出每种方法的总耗时，取最小的",
     "ex_net was changed in place (cast or given an island): rebuild it by re-running its cell, and work on copies (copy.deepcopy(ex_net))":
         "ex_net 被原地修改了（被转换了类型或加了孤岛）：重新运行它所在的单元格重建它，并在副本上操作（copy.deepcopy(ex_net)）",
     "the FP32 island is in the wrong place: keep the block that overflows (first_nonfinite) in FP32, cast the rest to FP16":
@@ -592,7 +592,7 @@ HINTS: dict[str, str] = {
         "gib_per_gpu：用第 7 节实测的每参数占用字节数（你所选方案的），按 13 亿参数计算，单位 GiB（2**30 字节）",
     "each entry of half_grads is the gradient of one half's mean loss": "half_grads 的每一项是其中一半数据平均损失的梯度",
     "(this torch build cannot run bf16_compress_hook; on a CUDA build it can)":
-        "（这个 torch 不是以 CUDA 构建的，不能运行 bf16_compress_hook；以 CUDA 构建的 torch 可以）",
+        "（这个 torch 不是 CUDA 版，不能运行 bf16_compress_hook；CUDA 版 torch 可以）",
     "{name} is a fraction between 0 and 1": "{name} 是 0 到 1 之间的比例",
     "traffic_ratio is a number: FSDP2's bytes per step divided by DDP's": "traffic_ratio 是一个数：FSDP2 每步发送的字节数除以 DDP 的",
     "1.5x is ZeRO's ratio when weights and gradients share one dtype; fsdp_bf16_fp32 gathers 2-byte BF16 weights but reduce-scatters 4-byte FP32 gradients":
