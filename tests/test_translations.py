@@ -467,6 +467,8 @@ def test_the_term_check_finds_a_variant_and_lets_the_right_term_pass():
         [(1, "增益"), (2, "原始 FP8"), (3, "原始的 FP8")]
     assert banned_uses(["LayerNorm 的缩放参数 γ", "直接调用的 FP8 矩阵乘法", "查询原始设置", "原始数据", "原文"],
                        banned, allowed) == [], "原始 is banned only before FP8: the original settings keep their word"
+    assert banned_uses(["在 GPU 上就地测量", "只有在实时测量时", "现场测量", "实时进度条", "原地操作"], banned, allowed) == \
+        [(1, "就地测量"), (2, "实时测量")], "live (measured here) is 现场测量; other 实时 stays"
 
 
 def test_no_translation_uses_a_term_the_glossary_rules_out():

@@ -96,7 +96,7 @@ _TEXT: dict[str, dict[str, str]] = {
            "none": "none", "min": "min", "self": "Not in this plan (self-study, or a second day): {lessons}.",
            "unmeasured": "not measured"},
     "zh": {
-           "head": "| 时间 | 环节 | 讲解 | 运行所有单元格：笔记本电脑（快速模式）/ GPU（完整模式），实测 | 练习 | 留作自学 | 实时运行需要 |",
+           "head": "| 时间 | 环节 | 讲解 | 运行所有单元格：笔记本电脑（快速模式）/ GPU（完整模式），实测 | 练习 | 留作自学 | 现场运行需要 |",
            "day": "第 {n} 天", "break": "休息", "lunch": "午餐", "close": "课后测验、全班基准测试汇总表、答疑",
            "none": "无", "min": "分钟", "self": "本日程不包含（自学或第二天）：{lessons}。",
            "unmeasured": "未测"},
