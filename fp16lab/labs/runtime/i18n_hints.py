@@ -302,6 +302,9 @@ HINTS: dict[str, str] = {
         "提示：已经没有任何部分以 FP16 运行：孤岛之外要保持 autocast 开启",
     "Hint: assign a threshold (a positive float) to max_norm": "提示：把一个阈值（正浮点数）赋给 max_norm",
     "Hint: max_norm must be a positive, finite number": "提示：max_norm 必须是有限的正数",
+    "Hint: without clipping, explosion_run no longer explodes on seeds {seeds}: the threshold is judged on section 4's run, so re-run its cell unchanged (learning rate, data, explode_steps) and change only max_norm":
+        "提示：不裁剪时，explosion_run 在种子 {seeds} 上都不再发散：阈值要在第 4 节的训练上评判，"
+        "所以请原样重新运行那个单元（学习率、数据、explode_steps 都不改），只改 max_norm",
     "Hint: on seed {seed} the run still explodes with that threshold and fit stops it: clip lower":
         "提示：在种子 {seed} 上，用这个阈值训练仍然发散，被 fit 中止：把裁剪阈值调低",
     "Hint: on seed {seed} the run finishes, but on the way its loss rose to {peak:.0f}× that of the first steps: an explosion the threshold let through; clip lower":
