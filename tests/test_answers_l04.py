@@ -135,6 +135,10 @@ def _run_of(rows, asked=None):
     """A stand-in for the lesson's explosion_run(max_norm, seed): a history (loss, grad_norm, skipped) per
     threshold, the same on every seed, or per seed where ``rows[max_norm]`` is a dict {seed: row}."""
     def run(max_norm, seed=0):
+        if max_norm is None:  # unclipped: section 4's run, which fit stops on seed 0
+            row = rows.get(None, {0: EXPLODES, 1: NET, 2: NET})
+            norms, losses, finished = row[seed] if isinstance(row, dict) else row
+            return pd.DataFrame({"loss": losses, "grad_norm": norms}), None if finished else RuntimeError("diverged")
         if asked is not None:
             asked.append((max_norm, seed))
         row = rows[max_norm]
@@ -145,6 +149,7 @@ def _run_of(rows, asked=None):
 
 
 NET = ([6.0] * 3 + [2.0] * 7, [1.0] * 5 + [0.2] * 5, True)   # at threshold 5: clips 30 %, learns: a safety net
+EXPLODES = ([50.0] * 4, [1.0] * 4, False)
 RUNS = _run_of({
     5.0: NET,
     1.0: ([3.0] * 10, [1.0] * 5 + [0.3] * 5, True),                 # clips every step: a brake
@@ -188,6 +193,18 @@ def test_clip_threshold_tuned_on_seed_0_alone_fails():
     with pytest.raises(AssertionError, match="on seed 2 the run still explodes"):
         l04.check_clip_threshold(8.0, _run_of({8.0: {0: NET, 1: NET, 2: ([50.0] * 4, [1.0] * 4, False)}}), 10)
     l04.check_clip_threshold(4.0, RUNS, 10, seeds=(0,))  # what the old check judged: seed 0 alone passes it
+
+
+def test_clip_threshold_rejects_a_weakened_run():
+    """The check runs the learner's explosion_run: one that no longer explodes without clipping (a lower learning
+    rate, fewer steps, the steep feature removed) would pass any threshold, so it is rejected first."""
+    weakened = _run_of({None: NET, 1000.0: ([50.0] * 3 + [2.0] * 7, [1.0] * 5 + [0.2] * 5, True)})
+    with pytest.raises(AssertionError, match="no longer explodes on seeds 0, 1, 2.*change only max_norm"):
+        l04.check_clip_threshold(1000.0, weakened, 10)
+    with pytest.raises(AssertionError, match="no longer explodes"):  # whatever the threshold
+        l04.check_clip_threshold(5.0, _run_of({None: NET, 5.0: NET}), 10)
+    # the lesson's run explodes unclipped on seed 0 only: enough
+    l04.check_clip_threshold(5.0, _run_of({None: {0: EXPLODES, 1: NET, 2: NET}, 5.0: NET}), 10)
 
 
 def _square_fn(cast=torch.float32, decorate: bool = True, factor: float = 2.0, upstream: bool = True,

@@ -54,6 +54,21 @@ def inverted_mask(q, k, v, keep):
     return (torch.softmax(scores.float(), dim=-1) @ v.float()).to(v.dtype)
 
 
+def scale_typed_in(q, k, v, keep):  # 1/sqrt(64) typed in: right at d = 64 only
+    scores = (q / 8) @ k.T
+    return _attend(scores.masked_fill(~keep, torch.finfo(q.dtype).min), v)
+
+
+def scale_twice(q, k, v, keep):  # q scaled, then the scores scaled again: 1/d in all
+    scores = ((q * q.shape[-1] ** -0.5) @ k.T) * q.shape[-1] ** -0.5
+    return _attend(scores.masked_fill(~keep, torch.finfo(q.dtype).min), v)
+
+
+def scale_by_d(q, k, v, keep):  # d instead of sqrt(d)
+    scores = (q / q.shape[-1]) @ k.T
+    return _attend(scores.masked_fill(~keep, torch.finfo(q.dtype).min), v)
+
+
 def fp32_out(q, k, v, keep):
     return right(q, k, v, keep).float()
 
@@ -179,11 +194,24 @@ def test_mask_cases_hold_their_premise():
     (scale_after, "overflows FP16"),
     (wrong_dim, "the softmax over the keys"),
     (inverted_mask, "the mask the right way round"),
+    (scale_typed_in, r"scaled by 1/8 instead of 1/sqrt\(d\) \(d = 16 here\): take d from q.shape\[-1\]"),
+    (scale_twice, r"scaled by 1/d instead of 1/sqrt\(d\) \(d = 64 here\).*scale once"),
+    (scale_by_d, r"scaled by 1/d instead of 1/sqrt\(d\)"),
     (fp32_out, "return the inputs' dtype"),
 ])
 def test_attention_check_rejects_typical_bugs(answer, match):
     with pytest.raises(AssertionError, match=match):
         check_attention(answer)
+
+
+def test_attention_check_judges_several_head_dims():
+    """All cases used d = 64, where a typed-in q / 8 is right: the order-1 case now runs at other head dims too,
+    and a wrong scale is named as such, not as a mask mistake."""
+    assert 64 in l07.HEAD_DIMS and len(l07.HEAD_DIMS) >= 3
+    for answer in (scale_typed_in, scale_twice, scale_by_d):
+        with pytest.raises(AssertionError) as info:
+            check_attention(answer)
+        assert "mask" not in str(info.value) and "instead of 1/sqrt(d)" in str(info.value)
 
 
 # ---- exercise 2: a memory budget, as a choice -------------------------------------------------

@@ -152,11 +152,19 @@ def check_clip_threshold(max_norm: object, run: Callable[..., tuple[Any, Any]], 
 
     ``run(max_norm, seed)`` is the lesson's ``explosion_run``. One seed is not enough: a threshold tuned on seed 0
     alone can clip almost every step, or let an explosion through, on another seed.
+
+    ``run`` is the learner's own function, so the check first runs it without clipping (``run(None, seed)``): on at
+    least one of ``seeds`` fit must stop it, as it stops section 4's run on seed 0. A run weakened in the notebook (a
+    lower learning rate, fewer steps, the steep feature removed) no longer explodes, and any threshold would pass it.
     """
     require(max_norm is not None, tr("Hint: assign a threshold (a positive float) to max_norm"))
     require(isinstance(max_norm, numbers.Real) and not isinstance(max_norm, bool) and 0 < float(max_norm) < math.inf,
             tr("Hint: max_norm must be a positive, finite number"))
     assert isinstance(max_norm, numbers.Real)
+    require(any(run(None, seed)[1] is not None for seed in seeds),
+            tr("Hint: without clipping, explosion_run no longer explodes on seeds {seeds}: the threshold is judged on "
+               "section 4's run, so re-run its cell unchanged (learning rate, data, explode_steps) and change only "
+               "max_norm", seeds=", ".join(map(str, seeds))))
     for seed in seeds:
         hist, err = run(float(max_norm), seed)
         require(err is None and len(hist) == steps,

@@ -18,7 +18,7 @@ from fp16lab.hardware import PROFILES
 from fp16lab.labs.runtime.i18n import tr
 from fp16lab.precision import autocast
 
-__all__ = ["check_attention", "check_budget", "check_t4_choice", "BUDGET", "T4_OPTIONS"]
+__all__ = ["check_attention", "check_budget", "check_t4_choice", "BUDGET", "HEAD_DIMS", "T4_OPTIONS"]
 
 # ---------------------------------------------------------------------------- exercise 1
 
@@ -32,10 +32,10 @@ def _attention_fp32(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: tor
 Case = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
 
-def _case(device: torch.device, magnitude: float, self_keys: bool, seed: int) -> Case:
-    """FP16 q, k, v of shape (8, 64) and a causal ``keep`` whose last query has no key at all."""
+def _case(device: torch.device, magnitude: float, self_keys: bool, seed: int, d: int = 64) -> Case:
+    """FP16 q, k, v of shape (8, d) and a causal ``keep`` whose last query has no key at all."""
     g = torch.Generator().manual_seed(seed)
-    q, k, v = (magnitude * torch.randn(8, 64, generator=g) for _ in range(3))
+    q, k, v = (magnitude * torch.randn(8, d, generator=g) for _ in range(3))
     if self_keys:
         k = q.clone()  # each query's score with itself is |q|^2: 64 * magnitude^2
     keep = torch.ones(8, 8, dtype=torch.bool).tril()
@@ -90,18 +90,12 @@ def _err(out: torch.Tensor, want: torch.Tensor) -> float:
     return (out[:-1] - want[:-1]).abs().max().item()
 
 
-def check_attention(fn: Any, device: "torch.device | str" = "cpu") -> None:
-    """Exercise 1: ``fn(q, k, v, keep)`` is finite in FP16 and matches FP32 attention on every row with a key.
+# the head dims of the order-1 case: 64 (GPT-2's), and two others, so that a scale typed in for d = 64 (q / 8) fails
+HEAD_DIMS: tuple[int, ...] = (64, 16, 80)
 
-    Four cases: scores of order 1 (the 1/sqrt(d) scale, the mask's direction, the softmax's dim, a mask applied
-    after the softmax); magnitude 40 (q @ k^T past 65 504); a padded row whose scores are all below -16 (an additive
-    FP16 mask of finfo(float16).min rounds to -inf); a row whose one key scores -12 800 (a mask value that is not
-    below every score, such as -1e4, or a mask after the softmax, gives the masked keys weight).
-    """
-    require(callable(fn), tr("write a function (q, k, v, keep) -> tensor and assign it to fixed_attention"))
-    dev = torch.device(device)
-    # scores/sqrt(d) of order 1: the softmax is spread, so the 1/sqrt(d) scale changes the result
-    case = _case(dev, 1.0, False, seed=3)
+
+def _check_order_one(fn: Any, case: Case) -> None:
+    """Scores of order 1: the softmax is spread, so the scale, the mask's direction and the softmax's dim all show."""
     out = _run(fn, case)
     require(bool(torch.isfinite(out).all()),
             tr("inf/NaN on the last row, a query with no key to attend to: fill masked scores with a finite "
@@ -110,6 +104,12 @@ def check_attention(fn: Any, device: "torch.device | str" = "cpu") -> None:
     err = _err(out, _attention_fp32(*case, d**-0.5))
     unscaled = _err(out, _attention_fp32(*case, 1.0))
     require(err < 0.02 or unscaled >= 0.02, tr("finite, but this is attention without the 1/sqrt(d) scale: is it there?"))
+    # a wrong scale: 1/d (1/sqrt(d) applied twice, to q and to the scores, or d instead of sqrt(d)), or 1/8 typed in
+    wrong = {"1/d": 1.0 / d} | ({"1/8": 1 / 8} if d != 64 else {})
+    for name, scale in wrong.items():
+        require(err < 0.02 or _err(out, _attention_fp32(*case, scale)) >= 0.02,
+                tr("finite, but the scores are scaled by {scale} instead of 1/sqrt(d) (d = {d} here): take d from "
+                   "q.shape[-1], and scale once (q or the scores, not both)", scale=name, d=d))
     q, k, v, keep = (t.float() for t in case)
     after = (torch.softmax(q @ k.T * d**-0.5, dim=-1) * keep) @ v  # the mask applied to the probabilities
     require(err < 0.02 or _err(out, after) >= 0.02,
@@ -118,6 +118,22 @@ def check_attention(fn: Any, device: "torch.device | str" = "cpu") -> None:
     require(err < 0.02, tr("finite, but {err:.3g} away from FP32 attention on the rows that have keys: is the mask "
                          "the right way round (keep is True where a query may attend), and the softmax over the keys "
                          "(dim=-1)?", err=err))
+
+
+def check_attention(fn: Any, device: "torch.device | str" = "cpu") -> None:
+    """Exercise 1: ``fn(q, k, v, keep)`` is finite in FP16 and matches FP32 attention on every row with a key.
+
+    Four cases: scores of order 1, at each head dim of :data:`HEAD_DIMS` (the 1/sqrt(d) scale, also one typed in
+    for d = 64 or applied twice; the mask's direction, the softmax's dim, a mask applied after the softmax);
+    magnitude 40 (q @ k^T past 65 504); a padded row whose scores are all below -16 (an additive FP16 mask of
+    finfo(float16).min rounds to -inf); a row whose one key scores -12 800 (a mask value that is not below every
+    score, such as -1e4, or a mask after the softmax, gives the masked keys weight).
+    """
+    require(callable(fn), tr("write a function (q, k, v, keep) -> tensor and assign it to fixed_attention"))
+    dev = torch.device(device)
+    for d in HEAD_DIMS:
+        _check_order_one(fn, _case(dev, 1.0, False, seed=3, d=d))
+    d = 64
     # magnitude 40, k = q: q @ k^T reaches 64 * 40^2 = 102 400, past FP16's 65 504, unless q is scaled first
     case = _case(dev, 40.0, True, seed=4)
     out = _run(fn, case)

@@ -302,6 +302,9 @@ HINTS: dict[str, str] = {
         "提示：已经没有任何部分以 FP16 运行：孤岛之外要保持 autocast 开启",
     "Hint: assign a threshold (a positive float) to max_norm": "提示：把一个阈值（正浮点数）赋给 max_norm",
     "Hint: max_norm must be a positive, finite number": "提示：max_norm 必须是有限的正数",
+    "Hint: without clipping, explosion_run no longer explodes on seeds {seeds}: the threshold is judged on section 4's run, so re-run its cell unchanged (learning rate, data, explode_steps) and change only max_norm":
+        "提示：不裁剪时，explosion_run 在种子 {seeds} 上都不再发散：阈值要在第 4 节的训练上评判，"
+        "所以请原样重新运行那个单元（学习率、数据、explode_steps 都不改），只改 max_norm",
     "Hint: on seed {seed} the run still explodes with that threshold and fit stops it: clip lower":
         "提示：在种子 {seed} 上，用这个阈值训练仍然发散，被 fit 中止：把裁剪阈值调低",
     "Hint: on seed {seed} the run finishes, but on the way its loss rose to {peak:.0f}× that of the first steps: an explosion the threshold let through; clip lower":
@@ -411,6 +414,8 @@ HINTS: dict[str, str] = {
     "inf/NaN on the last row, a query with no key to attend to: fill masked scores with a finite value (torch.finfo(scores.dtype).min), not -inf":
         "最后一行出现 inf/NaN，这个查询没有可关注的键：用有限值（torch.finfo(scores.dtype).min）填充被屏蔽的分数，而不是 -inf",
     "finite, but this is attention without the 1/sqrt(d) scale: is it there?": "结果有限，但这是没有 1/sqrt(d) 缩放的注意力：缩放加上了吗？",
+    "finite, but the scores are scaled by {scale} instead of 1/sqrt(d) (d = {d} here): take d from q.shape[-1], and scale once (q or the scores, not both)":
+        "结果有限，但分数的缩放是 {scale}，而不是 1/sqrt(d)（这里 d = {d}）：d 要取自 q.shape[-1]，并且只缩放一次（缩放 q 或分数，不要两个都缩放）",
     "finite, but {err:.3g} away from FP32 attention on the rows that have keys: is the mask the right way round (keep is True where a query may attend), and the softmax over the keys (dim=-1)?":
         "结果有限，但在有键的行上与 FP32 注意力相差 {err:.3g}：掩码方向对吗（查询可以关注的位置 keep 为 True）？softmax 是沿键的维度（dim=-1）做的吗？",
     "inf/NaN for inputs of magnitude 40: q @ k^T overflows FP16 (65 504) before any later scale; scale q by 1/sqrt(d) before the product":
