@@ -246,7 +246,7 @@ HINTS: dict[str, str] = {
     "Hint: fixed computes something else: pad with pad_layers (it slices padded outputs back)":
         "提示：fixed 的计算结果变了：用 pad_layers 填充（它会把填充后的输出切回原来的大小）",
     "Hint: fixed_opt does not hold fixed's parameters: build the optimizer after padding":
-        "提示：fixed_opt 里不是 fixed 的参数：填充之后再构建优化器",
+        "提示：fixed_opt 持有的不是 fixed 模型的参数：填充之后再构建优化器",
     "Hint: must_change is off: only the findings pad_layers cannot fix (the audit's paddable column is False) need a change of the model's definition":
         "提示：must_change 不对：只有 pad_layers 修不了的问题（audit 的 paddable 列为 False）才需要改模型定义",
     "Hint: needs_fix must be a dict with one entry per card: keys {keys}": "提示：needs_fix 必须是每张卡一项的字典：键为 {keys}",
