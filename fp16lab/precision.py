@@ -108,6 +108,11 @@ def autocast(
         dev = resolve_device(dev)
     if cache_enabled is not None and not isinstance(cache_enabled, bool):
         raise TypeError(f"cache_enabled must be True, False or None; got {cache_enabled!r}")
+    return parsed_autocast(p, dev, cache_enabled)
+
+
+def parsed_autocast(p: Precision, dev: torch.device, cache_enabled: bool | None = None) -> torch.autocast:
+    """:func:`autocast` on parsed values, unchecked: for the step that runs every iteration (its entry checked once)."""
     dtype = p.autocast_dtype
     return torch.autocast(
         device_type=dev.type, dtype=dtype or torch.float32, enabled=dtype is not None, cache_enabled=cache_enabled

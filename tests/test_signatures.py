@@ -73,6 +73,8 @@ SKIP_FUNCTIONS = {
     "fp16lab.train.run.Run": "fit's run, built by fit from its checked Plan (tests/test_train.py)",
     "fp16lab.train.step.amp_step": "the bare AMP step a benchmark times, unchecked by design (train_step is the "
                                    "checked one; tests/test_train.py checks amp_step against the oracle)",
+    "fp16lab.precision.parsed_autocast": "autocast on parsed values, unchecked by design (the per-step builder; "
+                                         "autocast is the checked entry, probed here)",
     "fp16lab.labs.memory.allocator.memory_cap": "caps the CUDA allocator of this process (GPU only)",
     "fp16lab.labs.runtime.i18n.format_warning": "the warnings module's formatwarning hook: the warnings module calls "
                                                 "it with its own arguments, a learner never does",

@@ -37,8 +37,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from fp16lab.checks import boolean, function, instance, module, optimizer_holds, positive_float, sequence_of
-from fp16lab.device import model_device, resolve_device, resolve_model_device
-from fp16lab.precision import Precision, autocast, parse_precision
+from fp16lab.device import model_device, parse_device, resolve_device, resolve_model_device
+from fp16lab.precision import Precision, parse_precision, parsed_autocast
 
 __all__ = ["StepResult", "amp_step", "make_scaler", "train_step", "evaluate"]
 
@@ -259,8 +259,9 @@ def amp_step(
     norm before clipping, else None. The arguments are not checked (this is the bare step a
     benchmark times): :func:`train_step` is the checked one.
     """
+    p, dev = parse_precision(precision), parse_device(device)  # parsed, not checked: no device query per step
     for batch in micro:
-        with autocast(precision, device, cache_enabled=cache_enabled):
+        with parsed_autocast(p, dev, cache_enabled):
             loss = loss_of(batch)
         scaler.scale(loss).backward()
     params = params if params is not None else [q for g in optimizer.param_groups for q in g["params"]]
@@ -449,7 +450,7 @@ def evaluate_parsed(model: nn.Module, loader: Iterable[Batch], p: Precision, dev
         for i, batch in enumerate(loader):
             x, y = split_batch(batch, f"{name}[{i}]")
             x, y = _to_device(x, dev, channels_last), y.to(dev, non_blocking=True)
-            with autocast(p, dev):
+            with parsed_autocast(p, dev):
                 out = model(x)
                 loss = _check_loss(loss_fn(out, y))
             b = _n_samples(y)
