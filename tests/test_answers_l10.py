@@ -176,7 +176,8 @@ def test_fsdp_job_a_rank_aborted_at_exit_after_the_results(tmp_path, capsys, mon
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     solution, _ = _exercise5()
     job_run, job_dir = _run_job(solution, tmp_path)
-    assert job_run.returncode == 0, job_run.stderr[-2000:]
+    # the real run only has to write its results: the teardown abort this test is about can hit it too
+    assert (job_dir / "result.json").exists(), job_run.stderr[-2000:]
     abort = "terminate called without an active exception\ntraceback : Signal 6 (SIGABRT) received by PID 1\n"
     crashed = subprocess.CompletedProcess(job_run.args, -6, job_run.stdout, job_run.stderr + abort)
     l10.check_fsdp_job(crashed, job_dir)
