@@ -36,6 +36,10 @@ def test_tolerance(ab, capsys):
         l00.check_tolerance(2 * fp16, fp16, a, b)
     with pytest.raises(WrongAnswer, match="not the BF16 error"):        # the error in FP32, not BF16
         l00.check_tolerance(2 * fp16, _err(a, b, torch.float32), a, b)
+    with pytest.raises(WrongAnswer, match="looks typed in"):           # the stored output's value, copied
+        l00.check_tolerance((fp16 * bf16) ** 0.5, float(f"{bf16:.1e}"), a, b)
+    with pytest.raises(WrongAnswer, match="looks typed in"):
+        l00.check_tolerance((fp16 * bf16) ** 0.5, float(f"{bf16:.3e}"), a, b)
     with pytest.raises(WrongAnswer, match="assign both"):
         l00.check_tolerance(None, bf16, a, b)
     with pytest.raises(WrongAnswer, match="Python floats"):
@@ -61,6 +65,9 @@ def test_fp16_accumulation(capsys):
         "hard-coded": (lambda n: n in {"RTX 4090D", "RTX 3060"}, "answers from a list of names"),
         "a lookup": (lambda n: {"RTX 4090D": True, "RTX 3060": True, "A100": False, "H200": False, "L4": False,
                                 "T4": False}[n], "raised KeyError"),
+        "a difference": (lambda n: PEAK_TFLOPS[n].fp16_acc16 - PEAK_TFLOPS[n].fp16 > 50, "a difference in TFLOP/s"),
+        "a bigger gap": (lambda n: (PEAK_TFLOPS[n].fp16_acc16 or 0) - (PEAK_TFLOPS[n].fp16 or 0) > 100,
+                         "a gain is a ratio"),
         "not a function": ({"RTX 4090D", "RTX 3060"}, "define a function pays_off"),
         "no verdict": (lambda n: None, "must return True or False"),
     }

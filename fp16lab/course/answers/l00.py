@@ -44,6 +44,9 @@ def check_tolerance(tol: object, bf16_err: object, a: torch.Tensor, b: torch.Ten
     require(isinstance(bf16_err, float) and isinstance(tol, (int, float)) and not isinstance(tol, bool),
             tr("Hint: bf16_err and tol must be Python floats: call .item() on a 0-d tensor"))
     assert isinstance(bf16_err, float) and isinstance(tol, (int, float))
+    require(not (math.isfinite(bf16_err) and bf16_err != 0 and float(f"{bf16_err:.4g}") == bf16_err),
+            tr("Hint: bf16_err looks typed in (a round number, like a printed output): a measured error has many "
+               "digits; compute it in the cell from a and b, so it follows your matrices and your machine"))
     measured = _rel_err(a, b, torch.bfloat16)
     require(math.isfinite(bf16_err) and abs(bf16_err / measured - 1) < 0.05,
             tr("Hint: bf16_err is not the BF16 error of a @ b: cast both inputs with .bfloat16(), multiply, and "
@@ -69,6 +72,12 @@ def _ratio(name: str) -> float:
     """The cited FP16-accumulate peak over the FP32-accumulate one (0 where the chip has none)."""
     peak = PEAK_TFLOPS.get(name) or HIDDEN_PEAKS[name]
     return (peak.fp16_acc16 or 0) / (peak.fp16 or math.inf)
+
+
+def _gap(name: str) -> float:
+    """The cited FP16-accumulate peak minus the FP32-accumulate one, in TFLOP/s (0 where the chip has none)."""
+    peak = PEAK_TFLOPS.get(name) or HIDDEN_PEAKS[name]
+    return (peak.fp16_acc16 or 0) - (peak.fp16 or 0) if peak.fp16_acc16 and peak.fp16 else 0.0
 
 
 def _answers(pays_off: object) -> dict[str, object]:
@@ -115,6 +124,12 @@ def check_fp16_accumulation(pays_off: object, cards: list[str]) -> None:
     require(not wrong or not all(1.9 < _ratio(n) < 2.0 for n in wrong),
             tr("Hint: pays_off says no for {names}, whose cited FP16-accumulate peak is 2x the FP32-accumulate one "
                "but rounded (330.3 vs 2 x 165.2): compare with a margin, not with an exact 2", names=wrong[:4]))
+    gap = {n: _gap(n) for n in answers}
+    said_yes = [gap[n] for n in answers if answers[n] and _pays(n)]
+    require(not wrong or yes_wrong or not said_yes or min(said_yes) <= max(gap[n] for n in wrong),
+            tr("Hint: pays_off says no for {names}, small chips whose cited FP16-accumulate peak is 2x the "
+               "FP32-accumulate one: you compare a difference in TFLOP/s, which grows with the chip; a gain is a "
+               "ratio of the two peaks", names=wrong[:4]))
     require(not seen, tr("Hint: compare fp16_acc16 with fp16 in PEAK_TFLOPS for each chip: a bigger chip is not the "
                          "question"))
     verdict(not unseen,

@@ -18,6 +18,8 @@ HINTS: dict[str, str] = {
         "提示：bf16_err 和 tol 必须是 Python 浮点数：对 0 维张量调用 .item()",
     "Hint: bf16_err is not the BF16 error of a @ b: cast both inputs with .bfloat16(), multiply, and compare with the FP64 product as ||out - ref|| / ||ref||":
         "提示：bf16_err 不是 a @ b 的 BF16 误差：先用 .bfloat16() 转换两个输入再相乘，然后与 FP64 乘积比较，即 ||out - ref|| / ||ref||",
+    "Hint: bf16_err looks typed in (a round number, like a printed output): a measured error has many digits; compute it in the cell from a and b, so it follows your matrices and your machine":
+        "提示：bf16_err 看起来是手工填入的（一个整齐的数，像是抄自打印的输出）：实测误差有很多位有效数字；请在单元格里由 a 和 b 计算它，让它随你的矩阵和你的机器而变",
     "Hint: your test fails a correct FP16 product (or passes it only by luck): tol must sit well above the FP16 error you measured in 5a (rel_err), which new matrices repeat only roughly":
         "提示：你的测试会把正确的 FP16 乘积判为不通过（或者只是侥幸通过）：tol 必须明显高于你在 5a 中测得的 FP16 误差（rel_err），换一组新矩阵，这个误差只能大致重现",
     "Hint: your test passes a BF16 product: tol must sit well below the BF16 error you measured":
@@ -29,6 +31,8 @@ HINTS: dict[str, str] = {
     "Hint: pays_off must return True or False": "提示：pays_off 必须返回 True 或 False",
     "Hint: pays_off says yes for {names}, whose cited FP16-accumulate peak equals the FP32-accumulate one (data-center parts run both at the same rate): compare fp16_acc16 with fp16, not with fp32, and count a tie as no gain":
         "提示：pays_off 对 {names} 回答“是”，但它们引用的 FP16 累加峰值与 FP32 累加峰值相同（数据中心 GPU 两种累加速度一样）：应比较 fp16_acc16 与 fp16，而不是与 fp32，持平不算收益",
+    "Hint: pays_off says no for {names}, small chips whose cited FP16-accumulate peak is 2x the FP32-accumulate one: you compare a difference in TFLOP/s, which grows with the chip; a gain is a ratio of the two peaks":
+        "提示：pays_off 对 {names} 回答“否”，但这些小芯片引用的 FP16 累加峰值是 FP32 累加峰值的 2 倍：你比较的是以 TFLOP/s 计的差值，它随芯片规模变大；收益应看两个峰值之比",
     "Hint: compare fp16_acc16 with fp16 in PEAK_TFLOPS for each chip: a bigger chip is not the question":
         "提示：对每个芯片比较 PEAK_TFLOPS 中的 fp16_acc16 和 fp16：问题不在芯片大小",
     "Hint: right for the chips in cards but wrong for {names}: your rule answers from a list of names or another field; decide from each chip's fp16_acc16 and fp16 instead":
