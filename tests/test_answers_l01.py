@@ -35,6 +35,8 @@ def test_storage(capsys):
 
     for rule, hint in ((fits_range, "range is not precision"), (no_implicit_bit, "implicit leading 1"),
                        (largest_only, "not only the largest"), (lambda n: "fp32", "larger than needed"),
+                       (lambda n: _smallest(n + 1), r"smallest_exact\(2049\) also tests count itself"),  # arange(count + 1)
+                       (lambda n: _smallest(n - 1), r"smallest_exact\(2050\) leaves out count - 1"),     # arange(count - 1)
                        (lambda n: ["fp16"], "must return the string"), (lambda n: n / "x", "raised TypeError")):
         with pytest.raises(WrongAnswer, match=hint):
             l01.check_storage(dict(RIGHT), rule)
@@ -97,7 +99,7 @@ def test_static_scale(capsys):
     with pytest.raises(WrongAnswer, match="multiplying after casting"):    # scaled after the fp16 cast
         flushed = sum((((g.half().float() * right) == 0) & (g != 0)).sum().item() for g in every)
         l01.check_static_scale(right, flushed / sum((g != 0).sum().item() for g in every), False, params, acts)
-    with pytest.raises(WrongAnswer, match="scale before the fp16 cast"):  # cast first: the flushed are not counted
+    with pytest.raises(WrongAnswer, match="before the fp16 cast"):  # cast first: the flushed are not counted (params flush none here)
         after = [(g.half().float() * right) for g in every]
         l01.check_static_scale(right, cast_stats(after, "fp16").underflow_share_of_nonzero, False, params, acts)
     with pytest.raises(WrongAnswer, match="param_grads as well"):           # activations only
@@ -105,6 +107,61 @@ def test_static_scale(capsys):
         l01.check_static_scale(_right_scale(acts), lost, False, big, acts)
     with pytest.raises(WrongAnswer, match="cannot run here: param_grads is missing"):
         l01.check_static_scale(right, lost, False, [], acts)
+    with pytest.raises(WrongAnswer, match="a subnormal is stored"):             # subnormals counted as lost
+        assert stats.subnormal > 0
+        l01.check_static_scale(right, (stats.underflow + stats.subnormal) / stats.nonzero, False, params, acts)
+
+
+def test_static_scale_parameters_only():
+    params, acts = _grads()
+    with pytest.raises(WrongAnswer, match="an activation gradient overflows"):  # max_scale from param_grads alone
+        l01.check_static_scale(_right_scale(params), 0.0, False, params, acts)
+    big = [params[0] * 100]                                                     # now the largest gradient
+    big[0][:7] = 2.0**-70                                                       # and some that always flush
+    right = _right_scale(big + acts)
+    assert right == _right_scale(big)
+    only = cast_stats(big, "fp16", scale=right).underflow_share_of_nonzero
+    assert only > 0
+    with pytest.raises(WrongAnswer, match="activation_grads as well as param_grads"):
+        l01.check_static_scale(right, only, False, big, acts)
+    plain_big = [params[0] * 100]                                               # none of them flush: lost is 0
+    right = _right_scale(plain_big + acts)
+    with pytest.raises(WrongAnswer, match=r"lost_at_max is 0.*activation_grads as well as param_grads"):
+        l01.check_static_scale(right, cast_stats(plain_big, "fp16", scale=right).underflow_share_of_nonzero, False,
+                               plain_big, acts)
+
+
+def test_static_scale_rule_as_a_function(capsys):
+    params, acts = _grads()
+    every = params + acts
+    right = _right_scale(every)
+    stats = cast_stats(every, "fp16", scale=right)
+    lost = stats.underflow / stats.nonzero
+    def good(share):
+        return share <= 0.001
+
+    l01.check_static_scale(right, lost, False, params, acts, within_rule=good)
+    assert "✓" in capsys.readouterr().out
+    np = pytest.importorskip("numpy")
+    l01.check_static_scale(right, lost, np.bool_(False), params, acts, within_rule=lambda s: np.bool_(s <= 0.001))
+    assert "✓" in capsys.readouterr().out
+    wrong = [
+        (lambda s: False, "same answer for every share"),                       # a typed verdict
+        (lambda s: s <= 0.1, "0.001 as a fraction, not 0.1"),                   # units: a percentage
+        (lambda s: s <= 0.01, "more than the rule's 0.1 %"),                    # a 1 % rule
+        (lambda s: s < 0.001, "exactly 0.001"),                                 # the limit left out
+        (lambda s: s > 0.001, "other way round"),                               # inverted
+        (lambda s: s <= 0.0005, r"rejects a share of 0.0007, which"),           # too strict
+        (lambda s: "yes", "must return True or False"),
+        (lambda s: s / "x", r"within_rule\(0.0\) raised TypeError"),
+    ]
+    for rule, hint in wrong:
+        with pytest.raises(WrongAnswer, match=hint):
+            l01.check_static_scale(right, lost, False, params, acts, within_rule=rule)
+    with pytest.raises(WrongAnswer, match="a function within_rule"):
+        l01.check_static_scale(right, lost, False, params, acts, within_rule="share <= 0.001")
+    with pytest.raises(WrongAnswer, match="do not type it"):                    # verdict typed against the rule
+        l01.check_static_scale(right, lost, True, params, acts, within_rule=good)
 
 
 def _fake(lo, hi, seed):

@@ -26,7 +26,8 @@ _SCALES = tuple(2.0**k for k in range(41))  # the power-of-two scales exercise 3
 
 RANGES = {"pixel values": 256, "ImageNet labels": 1000, "positions in a 4096-token context": 4096,
           "GPT-2 token ids": 50257}  # exercise 1's ranges, held here so an edited copy in the notebook changes nothing
-_UNSEEN = (257, 300, 2048, 2049, 4097, 4098)  # unseen counts: 2048 needs the implicit bit, 4097 every value
+_UNSEEN = (257, 300, 2048, 2049, 2050, 4097, 4098)  # unseen counts: 2048 needs the implicit bit, 4097 every value;
+# 2049 and 2050 tell [0, count) from [0, count] and [0, count - 1)
 
 
 def _smallest_exact(n: int) -> str:
@@ -63,11 +64,17 @@ def check_storage(storage: object, smallest_exact: object) -> None:
     want = {n: _smallest_exact(n) for n in _UNSEEN}
     lossy = [n for n in _UNSEEN if _ORDER.index(answers[n]) < _ORDER.index(want[n])]
     if lossy:
+        require(answers != {n: _smallest_exact(n - 1) for n in _UNSEEN},
+                tr("Hint: smallest_exact({n}) leaves out count - 1: the range runs from 0 up to count - 1, count "
+                   "integers in all", n=lossy[0]))
         require(not (lossy == [4097] and answers[4098] == want[4098]),
                 tr("Hint: smallest_exact(4097) says fp16, but some integer below 4097 does not survive the round "
                    "trip: compare every integer of torch.arange(count), not only the largest"))
         require(False, tr("Hint: smallest_exact({n}) would change values: range is not precision. A format reaches "
                           "far beyond the integers it stores exactly; cast torch.arange to it and back", n=lossy[0]))
+    require(answers != {n: _smallest_exact(n + 1) for n in _UNSEEN},
+            tr("Hint: smallest_exact({n}) also tests count itself: the range stops before count (0 up to count - 1)",
+               n=next((n for n in _UNSEEN if answers[n] != want[n]), 0)))
     small_right = all(answers[n] == want[n] for n in (257, 300))
     require(answers[2048] == want[2048] or not small_right,
             tr("Hint: smallest_exact(2048) picks a larger format than needed: a normal number's mantissa has an "
@@ -116,9 +123,48 @@ def _same(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
 
 
+_SHARES = (0.0, 0.0004, 0.0007, 0.001, 0.0012, 0.005, 0.0099, 0.02, 0.5)  # flushed shares within_rule is tried on
+
+
+def _check_rule(within_rule: object) -> Callable[[float], bool]:
+    """within_rule(share) against the 0.1 % rule on shares the learner never saw; a hint names the mistake."""
+    require(callable(within_rule), tr("Hint: define a function within_rule(share) that returns True or False"))
+    rule = cast(Callable[[float], object], within_rule)
+    got: dict[float, object] = {}
+    for share in _SHARES:
+        try:
+            got[share] = _plain(rule(share))
+        except Exception as exc:  # the learner's code: say what broke, not where in the checker
+            require(False, tr("Hint: within_rule({share}) raised {kind} ({message}): it takes one share, a fraction",
+                              share=share, kind=type(exc).__name__, message=str(exc)[:120]))
+        require(isinstance(got[share], bool), tr("Hint: within_rule must return True or False, got {got!r}",
+                                                 got=got[share]))
+    want = {share: share <= FLUSH_LIMIT for share in _SHARES}
+    require(len(set(got.values())) > 1, tr("Hint: within_rule gives the same answer for every share: compare the "
+                                           "share with the rule's limit, do not return a fixed value"))
+    require(got != {share: not ok for share, ok in want.items()},
+            tr("Hint: within_rule answers the other way round: True means the share is within the rule"))
+    require(not (got[0.001] is False and all(got[s] == want[s] for s in _SHARES if s != 0.001)),
+            tr("Hint: within_rule rejects a share of exactly 0.001: the rule says at most 0.1 %, the limit included"))
+    too_loose = [s for s in _SHARES if got[s] and not want[s]]
+    require(not (too_loose and all(got[s] == (s <= 0.1) for s in _SHARES)),
+            tr("Hint: within_rule allows a share of {share}: 0.1 % is 0.001 as a fraction, not 0.1",
+               share=too_loose[0] if too_loose else 0))
+    require(not too_loose, tr("Hint: within_rule allows a share of {share}: more than the rule's 0.1 % flushed",
+                              share=too_loose[0] if too_loose else 0))
+    too_strict = [s for s in _SHARES if want[s] and not got[s]]
+    require(not too_strict, tr("Hint: within_rule rejects a share of {share}, which the 0.1 % rule allows",
+                               share=too_strict[0] if too_strict else 0))
+    return cast(Callable[[float], bool], rule)
+
+
 def check_static_scale(max_scale: object, lost_at_max: object, static_enough: object,
-                       param_grads: object, activation_grads: object) -> None:
-    """Exercise 2: the largest safe power-of-two scale, the share still flushed there, and the verdict."""
+                       param_grads: object, activation_grads: object, within_rule: object = None) -> None:
+    """Exercise 2: the largest safe power-of-two scale, the share still flushed there, and the verdict.
+
+    ``within_rule`` (the 0.1 % rule as a function of the flushed share) is tried on shares the learner never saw,
+    and ``static_enough`` must be its answer for ``lost_at_max``.
+    """
     params, acts = _grad_list("param_grads", param_grads), _grad_list("activation_grads", activation_grads)
     every = params + acts
     max_scale, lost_at_max, static_enough = _plain(max_scale), _plain(lost_at_max), _plain(static_enough)
@@ -136,6 +182,10 @@ def check_static_scale(max_scale: object, lost_at_max: object, static_enough: ob
                    "scale that overflows nothing) or you left out param_grads"))
         require(not fits_acts, tr("Hint: at max_scale a parameter gradient overflows fp16: count overflow on all the "
                                   "gradients, param_grads as well as activation_grads"))
+        fits_params = not _overflows(params, scale) and _overflows(params, 2.0 * scale)  # the parameters' own maximum
+        require(not fits_params or one_too_many,
+                tr("Hint: at max_scale an activation gradient overflows fp16: count overflow on all the gradients, "
+                   "activation_grads as well as param_grads"))
         require(not one_too_many, tr("Hint: at max_scale some gradient overflows fp16: you doubled once too often; "
                                      "stop at the last scale that overflows nothing"))
         require(False, tr("Hint: at max_scale gradients overflow fp16: double from 1 while cast_stats(...).overflow "
@@ -154,9 +204,19 @@ def check_static_scale(max_scale: object, lost_at_max: object, static_enough: ob
         require(not (want > 0 and _same(lost, at_max.underflow_fraction)),
                 tr("Hint: divide by the non-zero gradients, not by all of them: the zeros (mostly ReLU's) were zero "
                    "before the cast and cannot be lost"))
+        params_only = cast_stats(params, "fp16", scale=scale).underflow_share_of_nonzero
+        require(not (want > 0 and lost == 0 == params_only),
+                tr("Hint: lost_at_max is 0, yet some non-zero gradients flush at max_scale: count all the gradients "
+                   "(activation_grads as well as param_grads), scaled before the fp16 cast (scale=max_scale in "
+                   "cast_stats)"))
+        require(not _same(lost, params_only),
+                tr("Hint: count all the gradients, activation_grads as well as param_grads"))
         require(not (want > 0 and lost == 0),
                 tr("Hint: lost_at_max is 0, yet some non-zero gradients flush at max_scale: scale before the fp16 cast "
                    "(scale=max_scale in cast_stats); values cast first are already zero and no longer counted"))
+        require(not _same(lost, (at_max.underflow + at_max.subnormal) / at_max.nonzero),
+                tr("Hint: a subnormal is stored, with fewer bits, not lost; only values that round to zero count as "
+                   "flushed"))
         require(not _same(lost, cast_stats(acts, "fp16", scale=scale).underflow_share_of_nonzero),
                 tr("Hint: count all the gradients, param_grads as well as activation_grads"))
         require(not _same(lost, cast_stats(every, "fp16").underflow_share_of_nonzero),
@@ -166,6 +226,11 @@ def check_static_scale(max_scale: object, lost_at_max: object, static_enough: ob
         require(False, tr("Hint: lost_at_max should be the share of the non-zero gradients that flush to zero at "
                           "max_scale: cast_stats(...) has underflow and nonzero"))
     require(isinstance(static_enough, bool), tr("Hint: static_enough is True or False"))
+    if within_rule is not None:
+        rule = _check_rule(within_rule)
+        require(static_enough == _plain(rule(lost)),
+                tr("Hint: static_enough is not what your within_rule says for lost_at_max: store "
+                   "within_rule(lost_at_max), do not type it"))
     verdict(static_enough == (want <= FLUSH_LIMIT),
             tr("Hint: static_enough follows from lost_at_max and the 0.1 % rule: a larger scale would overflow, so "
                "what flushes at max_scale is lost at every scale"))

@@ -107,6 +107,38 @@ HINTS: dict[str, str] = {
     "Hint: lost_at_max should be the share of the non-zero gradients that flush to zero at max_scale: cast_stats(...) has underflow and nonzero":
         "提示：lost_at_max 应是在 max_scale 下下溢为零的非零梯度所占的比例：cast_stats(...) 提供 underflow 和 nonzero",
     "Hint: static_enough is True or False": "提示：static_enough 是 True 或 False",
+    "Hint: smallest_exact({n}) leaves out count - 1: the range runs from 0 up to count - 1, count integers in all":
+        "提示：smallest_exact({n}) 漏掉了 count - 1：范围是从 0 到 count - 1，一共 count 个整数",
+    "Hint: smallest_exact({n}) also tests count itself: the range stops before count (0 up to count - 1)":
+        "提示：smallest_exact({n}) 把 count 本身也测了：范围在 count 之前结束（从 0 到 count - 1）",
+    "Hint: define a function within_rule(share) that returns True or False":
+        "提示：定义一个函数 within_rule(share)，返回 True 或 False",
+    "Hint: within_rule({share}) raised {kind} ({message}): it takes one share, a fraction":
+        "提示：within_rule({share}) 抛出了 {kind}（{message}）：它接收一个比例（小数形式）",
+    "Hint: within_rule must return True or False, got {got!r}":
+        "提示：within_rule 必须返回 True 或 False，实际返回的是 {got!r}",
+    "Hint: within_rule gives the same answer for every share: compare the share with the rule's limit, do not return a fixed value":
+        "提示：你的 within_rule 对任何比例都给出同一个答案：要把比例与规则的上限比较，而不是返回一个固定值",
+    "Hint: within_rule answers the other way round: True means the share is within the rule":
+        "提示：within_rule 的答案正好反了：True 表示这个比例在规则之内",
+    "Hint: within_rule rejects a share of exactly 0.001: the rule says at most 0.1 %, the limit included":
+        "提示：within_rule 拒绝了恰好为 0.001 的比例：规则是至多 0.1 %，包括上限本身",
+    "Hint: within_rule allows a share of {share}: 0.1 % is 0.001 as a fraction, not 0.1":
+        "提示：within_rule 放过了 {share} 的比例：0.1 % 写成比例是 0.001，而不是 0.1",
+    "Hint: within_rule allows a share of {share}: more than the rule's 0.1 % flushed":
+        "提示：within_rule 放过了 {share} 的比例：下溢为零的比例超过了规则的 0.1 %",
+    "Hint: within_rule rejects a share of {share}, which the 0.1 % rule allows":
+        "提示：within_rule 拒绝了 {share} 的比例，而 0.1 % 规则允许它",
+    "Hint: static_enough is not what your within_rule says for lost_at_max: store within_rule(lost_at_max), do not type it":
+        "提示：static_enough 不是你的 within_rule 对 lost_at_max 给出的答案：存入 within_rule(lost_at_max) 的结果，不要手写",
+    "Hint: at max_scale an activation gradient overflows fp16: count overflow on all the gradients, activation_grads as well as param_grads":
+        "提示：在 max_scale 下有激活值梯度在 fp16 中上溢：统计上溢时要包括全部梯度，activation_grads 和 param_grads 都要算",
+    "Hint: lost_at_max is 0, yet some non-zero gradients flush at max_scale: count all the gradients (activation_grads as well as param_grads), scaled before the fp16 cast (scale=max_scale in cast_stats)":
+        "提示：lost_at_max 为 0，但在 max_scale 下确有非零梯度下溢为零：要统计全部梯度（activation_grads 和 param_grads 都要算），并在转换成 fp16 之前缩放（在 cast_stats 中传入 scale=max_scale）",
+    "Hint: count all the gradients, activation_grads as well as param_grads":
+        "提示：统计全部梯度，activation_grads 和 param_grads 都要算",
+    "Hint: a subnormal is stored, with fewer bits, not lost; only values that round to zero count as flushed":
+        "提示：次正规数仍被存储（只是位数更少），并没有丢失；只有舍入为零的值才算下溢为零",
     "Hint: static_enough follows from lost_at_max and the 0.1 % rule: a larger scale would overflow, so what flushes at max_scale is lost at every scale":
         "提示：static_enough 由 lost_at_max 和 0.1 % 规则决定：更大的缩放因子会上溢，所以在 max_scale 下下溢为零的值，在任何缩放因子下都会丢失",
     "Hint: your decide says bf16 for gradients that one scale fits: try every S = 2.0**k for k = 0 .. 40 (k is the exponent, not the scale), applied through cast_stats' scale= (multiplying after an fp16 cast scales zeros)":
