@@ -141,7 +141,7 @@ def test_layout_choice_accepts_a_single_measurement_per_variant(capsys):
     ("channels_last", 22.0 / 42.0, "upside down"),                              # ratio inverted
     ("channels_last", 1.5, "kernel_gain is off"),
     ("NHWC please", 1.9, "layout is one of"),
-    ("channels_last", "1.9", "kernel_gain is a number"),
+    ("channels_last", "1.9", "kernel_gain must be a positive number"),
 ])
 def test_layout_choice_rejects_wrong_answers(layout, gain, hint):
     with pytest.raises(WrongAnswer, match=hint):
@@ -169,3 +169,50 @@ def test_every_check_raises_wrong_answer_not_a_bare_assertion():
         check_padded_copy(_unseen, unseen, None, None, None, PROBE)
     with pytest.raises(WrongAnswer):
         check_card_audit(MLP, {("0", "in_features")})
+
+
+def test_padded_copy_accepts_must_change_as_any_collection_of_pairs(capsys):
+    unseen = _unseen()
+    fixed, opt, must = _right(unseen)
+    for answer in (sorted(must), frozenset(must), tuple(must)):
+        check_padded_copy(_unseen, unseen, fixed, opt, answer, PROBE)
+        assert "correct" in capsys.readouterr().out
+    with pytest.raises(WrongAnswer, match="set of \\(module, dim\\) pairs"):
+        check_padded_copy(_unseen, unseen, fixed, opt, "mid", PROBE)
+
+
+def test_padded_copy_names_the_tf32_multiple():
+    unseen = _unseen()
+    _, _, must = _right(unseen)
+    by4 = pad_layers(copy.deepcopy(unseen), audit(unseen, precision="tf32").pad_names(), multiple=4)
+    with pytest.raises(WrongAnswer, match="TF32's multiple \\(4\\)"):
+        check_padded_copy(_unseen, unseen, by4, torch.optim.AdamW(by4.parameters()), must, PROBE)
+
+
+def test_layout_choice_accepts_numpy_numbers(capsys):
+    np = pytest.importorskip("numpy")
+    check_layout_choice(_measured(), "channels_last", np.float32(42.0 / 22.0))
+    assert "correct" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("gain", "hint"), [
+    (42.0 / 22.0 - 1, "ratio minus 1"),                      # the relative gain
+    (100 * 42.0 / 22.0, "percentage"),                       # the ratio in percent
+    (100 * (42.0 / 22.0 - 1), "percentage"),                 # the relative gain in percent
+    (True, "positive number"),
+])
+def test_layout_choice_names_each_mistake(gain, hint):
+    with pytest.raises(WrongAnswer, match=hint):
+        check_layout_choice(_measured(), "channels_last", gain)
+
+
+def test_layout_choice_names_the_mean_over_rounds():
+    measured = _measured()
+    slow = (measured.variant == "NCHW (default format)") & (measured["round"] == 2)
+    measured.loc[slow, "gpu_kernel_ms"] = 60.0            # one slow round: the mean moves, the median does not
+    rn = measured[measured.section == "resnet50"].groupby("variant").gpu_kernel_ms
+    mean_ratio = rn.mean()["NCHW (default format)"] / rn.mean()["channels_last"]
+    with pytest.raises(WrongAnswer, match="means over the rounds"):
+        check_layout_choice(measured, "channels_last", mean_ratio)
+    median_ratio = rn.median()["NCHW (default format)"] / rn.median()["channels_last"]
+    check_layout_choice(measured, "channels_last", median_ratio)

@@ -292,10 +292,20 @@ HINTS: dict[str, str] = {
         "提示：layout 取 {cl!r} 或 'NCHW'（表中 variant 列的名称）",
     "Hint: the measurement favours the other layout: compare gpu_kernel_ms of the two rows":
         "提示：测量结果支持另一种布局：比较这两行的 gpu_kernel_ms",
-    "Hint: kernel_gain is a number: the NCHW kernel time over the channels_last kernel time":
-        "提示：kernel_gain 是一个数：NCHW 的核函数时间除以 channels_last 的核函数时间",
-    "Hint: kernel_gain is off: NCHW gpu_kernel_ms / channels_last gpu_kernel_ms (more than 1 when channels_last is faster)":
-        "提示：kernel_gain 不对：NCHW 的 gpu_kernel_ms / channels_last 的 gpu_kernel_ms（channels_last 更快时大于 1）",
+    "Hint: kernel_gain must be a positive number (a ratio of two times), got {got!r}":
+        "提示：kernel_gain 必须是一个正数（两个时间之比），现在是 {got!r}",
+    "Hint: kernel_gain is off: it does not match the two rows' median kernel times (check the rows and the column you used)":
+        "提示：kernel_gain 不对：它与这两行核函数时间的中位数不符（检查你用的行和列）",
+    "Hint: that is the relative gain (the ratio minus 1): give the ratio itself":
+        "提示：这是相对收益（比值减 1）：请给出比值本身",
+    "Hint: that looks like a percentage: kernel_gain is a plain ratio, not in %":
+        "提示：这看起来是百分数：kernel_gain 是一个普通的比值，不用 %",
+    "Hint: that is the ratio of the means over the rounds: take the median of each row":
+        "提示：这是各轮平均值之比：每一行请取中位数",
+    "Hint: fixed is padded to TF32's multiple (4), but the exercise audits for fp16: its multiple is 8":
+        "提示：fixed 按 TF32 的倍数（4）填充了，但本练习按 fp16 审查：它的倍数是 8",
+    "Hint: must_change is a set of (module, dim) pairs, e.g. {('layer', 'in_features')}":
+        "提示：must_change 是 (module, dim) 对的集合，例如 {('layer', 'in_features')}",
     "correct: the copy is padded, computes the same, its optimizer holds the new parameters":
         "正确：副本已填充，计算结果不变，优化器持有新参数",
     "Hint: {card}: not the audit's findings: audit(model, precision=...) with the card's precision, then its (module, dim) pairs":
@@ -309,8 +319,8 @@ HINTS: dict[str, str] = {
         "第 10 节的表里没有 NCHW 和 channels_last 两行 ResNet-50 的核函数时间",
     "Hint: that is the step's wall-time (images/s) ratio: on a host-bound step it shows only part of the kernels' gain; use gpu_kernel_ms":
         "提示：这是训练步墙钟时间（images/s）的比值：训练步主机端受限时，它只体现核函数加速的一部分；请用 gpu_kernel_ms",
-    "Hint: kernel_gain is upside down: the NCHW kernel time over the channels_last one":
-        "提示：kernel_gain 颠倒了：应是 NCHW 的核函数时间除以 channels_last 的核函数时间",
+    "Hint: kernel_gain is upside down: channels_last's time over NCHW's":
+        "提示：kernel_gain 颠倒了：这是 channels_last 的时间除以 NCHW 的时间",
     "correct: the layout and the kernel-time evidence for it": "正确：布局选对了，核函数时间也支持它",
     "{sm} has TF32 (Ampere and newer), so the FP32 model runs TF32 there: multiples of 4":
         "{sm} 支持 TF32（Ampere 及更新的架构），所以 FP32 模型在那里以 TF32 运行：4 的倍数",
