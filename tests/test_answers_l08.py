@@ -50,12 +50,44 @@ def test_batch_for_budget_accepts_a_numpy_integer():
     l08.check_batch_for_budget(table, np.float64(64), budget_x=20)
 
 
-def test_batch_for_budget_wants_the_services_precision():
+def test_batch_for_budget_wants_the_services_precision(here):
     # On this CPU (quick mode) EX_PRECISION is FP32: a sweep in another precision measures another service.
     wrong = sweep().assign(precision="bf16", device="cpu")
     with pytest.raises(WrongAnswer, match=r"EX_PRECISION \(fp32\), your sweep in bf16"):
         l08.check_batch_for_budget(wrong, 64, budget_x=20)
     l08.check_batch_for_budget(sweep().assign(device="cpu"), 64, budget_x=20)
+
+
+@pytest.fixture
+def here(monkeypatch):
+    """Pin the lesson's device (choose_device) to a type, so that the checks below do not depend on this machine."""
+    def pin(kind: str) -> None:
+        monkeypatch.setattr("fp16lab.device.choose_device", lambda prefer=None: torch.device(kind))
+    pin("cpu")
+    return pin
+
+
+def test_batch_for_budget_wants_this_device(here):
+    # device="cpu" on a GPU machine measures the CPU's latencies, not the service's (and the reverse).
+    here("cuda")
+    with pytest.raises(WrongAnswer, match=r"this machine's device \(cuda\), your sweep ran on cpu"):
+        l08.check_batch_for_budget(sweep().assign(device="cpu"), 64, budget_x=20)
+    here("cpu")
+    with pytest.raises(WrongAnswer, match=r"this machine's device \(cpu\), your sweep ran on cuda"):
+        l08.check_batch_for_budget(sweep().assign(device="cuda:0"), 64, budget_x=20)
+    l08.check_batch_for_budget(sweep().assign(device="cpu"), 64, budget_x=20)
+
+
+def test_batch_for_budget_wants_inputs_shaped_like_the_training_images(here):
+    # A 224x224 sweep (the ResNet section's images) times another workload per item.
+    wrong = sweep().assign(device="cpu", input_shape="3x224x224")
+    with pytest.raises(WrongAnswer, match="shaped like the training images .*your sweep fed 3x224x224"):
+        l08.check_batch_for_budget(wrong, 64, budget_x=20)
+    mixed = sweep().assign(device="cpu", input_shape=l08._expected_input_shape())
+    mixed.loc[0, "input_shape"] = "3x8x8"  # one batch size built differently
+    with pytest.raises(WrongAnswer, match="shaped like the training images"):
+        l08.check_batch_for_budget(mixed, 64, budget_x=20)
+    l08.check_batch_for_budget(sweep().assign(device="cpu", input_shape=l08._expected_input_shape()), 64, budget_x=20)
 
 
 def test_batch_for_budget_wants_a_table_that_shows_where_the_budget_binds():
@@ -113,6 +145,18 @@ def test_graph_method_names_mixed_units():
         l08.check_graph_method(table, "CUDA graph (torch.cuda.CUDAGraph)", long_right)
     with pytest.raises(WrongAnswer, match="ex_method_short: count the setup too: a process"):
         l08.check_graph_method(table, 'torch.compile(mode="reduce-overhead")', long_right)
+
+
+def test_graph_method_names_both_mistakes_where_they_pick_the_same_method():
+    # The lesson's stored H200 table: ignoring the setup and adding setup_s to calls × ms (ms read as seconds)
+    # both pick torch.compile for the short process, so the hint names both (the units hint must not be lost).
+    table = pd.DataFrame({"method": ["eager", "CUDA graph (torch.cuda.CUDAGraph)", 'torch.compile(mode="reduce-overhead")'],
+                          "status": "ok", "ms": [5.740540, 0.822437, 0.415209], "setup_s": [0.0, 0.048012, 17.678169]})
+    graph, compiled = "CUDA graph (torch.cuda.CUDAGraph)", 'torch.compile(mode="reduce-overhead")'
+    l08.check_graph_method(table, graph, compiled)  # 1,000 calls: 5.7 s, 0.87 s, 18.1 s; 10^7: compile
+    with pytest.raises(WrongAnswer, match="ex_method_short: count the setup too, in the same unit: setup_s is seconds, "
+                                          "ms is milliseconds"):
+        l08.check_graph_method(table, compiled, compiled)
 
 
 def test_graph_method_hints_alone():

@@ -126,6 +126,7 @@ def test_latency_sweep_rows_and_consistency():
     pd.testing.assert_series_equal(df["items_per_s"], df["batch"] / df["ms_per_batch"] * 1e3, check_names=False)
     pd.testing.assert_series_equal(df["ms_per_item"], df["ms_per_batch"] / df["batch"], check_names=False)
     assert df["gpu_busy"].isna().all()
+    assert (df["input_shape"] == "3x8x8").all()  # one item's shape, channels_last or not (lesson 08's check reads it)
     assert set(df["variant"]) >= {"fp32", "bf16 cast + channels_last", "bf16 autocast"}
     for k, v in model.state_dict().items():  # the sweep works on copies
         assert torch.equal(v, before[k])
@@ -156,6 +157,7 @@ def test_latency_sweep_out_of_memory_becomes_rows():
     df = latency_sweep(OOMAtBatch(4), lambda b: torch.randn(b, 4), [1, 4, 8], precisions=["fp32"], device="cpu",
                        min_run_time=0.01)
     assert df["status"].tolist() == ["ok", "out of memory", "skipped: out of memory at batch 4"]
+    assert df["input_shape"].iloc[0] == "4" and df["input_shape"].iloc[1:].isna().all()  # measured rows only
 
 
 def test_latency_sweep_other_errors_propagate():

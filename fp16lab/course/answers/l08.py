@@ -37,6 +37,21 @@ def _expected_precision(device: str) -> str:
     return pick(quick="fp32", full="bf16" if supports("bf16", device) else "fp16")
 
 
+def _expected_input_shape() -> str:
+    """One training image's shape in the lesson (3 channels, S["image_size"] square), as latency_sweep writes it."""
+    from fp16lab.labs.runtime.quick import pick
+
+    size = pick(quick=16, full=32)
+    return f"3x{size}x{size}"
+
+
+def _expected_device() -> str:
+    """The lesson's ``device`` (choose_device(): cuda > mps > cpu), as a device type."""
+    from fp16lab.device import choose_device
+
+    return choose_device().type
+
+
 # ------------------------------------------------------------------ exercise 1
 
 
@@ -48,6 +63,15 @@ def check_batch_for_budget(sweep: Any, batch: Any, budget_x: float) -> None:
     ok = sweep[sweep["status"] == "ok"]
     require(ok["batch"].nunique() == len(ok) and len(ok) >= 4,
             tr("sweep one precision at four or more batch sizes (one row per batch)"))
+    if "device" in ok.columns and len(ok):  # the service runs on the lesson's device, not wherever the sweep ran
+        want, got = _expected_device(), torch.device(str(ok["device"].iloc[0])).type
+        require(got == want, tr("the service runs on this machine's device ({want}), your sweep ran on {got}: "
+                                "latency and throughput are a device's own, so sweep on device", want=want, got=got))
+    if "input_shape" in ok.columns and len(ok):  # latency_sweep's table records what each row fed the model
+        want, shapes = _expected_input_shape(), sorted(set(map(str, ok["input_shape"])))
+        require(shapes == [want], tr("the service gets images shaped like the training images ({want} per item), "
+                                     "your sweep fed {got}: make_input sets the work per item, so shape it like "
+                                     "the training images", want=want, got=", ".join(shapes)))
     if {"precision", "device"} <= set(ok.columns):  # latency_sweep's table says which precision and device it ran
         want, got = _expected_precision(str(ok["device"].iloc[0])), str(ok["precision"].iloc[0])
         require(got == want, tr("the service runs in EX_PRECISION ({want}), your sweep in {got}: latency and "
@@ -107,6 +131,10 @@ def check_graph_method(frame: Any, short: Any, long: Any) -> None:
         if answer == mixed and answer != no_setup:
             hint = tr("{name}: units: ms is milliseconds per call, setup_s is seconds: convert (calls × ms / 1000) "
                       "before adding them", name=name)
+        elif answer == mixed:  # ignoring the setup and adding ms to seconds pick the same method: name both
+            hint = tr("{name}: count the setup too, in the same unit: setup_s is seconds, ms is milliseconds per "
+                      "call, so a process of {calls:,} calls takes setup_s + calls × ms / 1000 seconds",
+                      name=name, calls=calls)
         elif answer == no_setup:
             hint = tr("{name}: count the setup too: a process of {calls:,} calls takes setup_s + calls × ms / 1000 "
                       "seconds", name=name, calls=calls)

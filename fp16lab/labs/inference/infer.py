@@ -297,10 +297,10 @@ def _time(fn: Callable[[], Any], plan: _SweepPlan) -> Timing:
     return time_fn(fn, warmup=plan.warmup, min_run_time=plan.min_run_time)
 
 
-def _row(v: Variant, batch: int, dev: torch.device, status: str, **values: float) -> dict[str, Any]:
+def _row(v: Variant, batch: int, dev: torch.device, status: str, **values: Any) -> dict[str, Any]:
     row: dict[str, Any] = {"variant": v.label, "precision": v.precision.value, "mode": v.mode,
                            "channels_last": v.channels_last, "batch": batch, "device": str(dev), "status": status,
-                           "ms_per_batch": math.nan, "iqr_ms": math.nan, "items_per_s": math.nan,
+                           "input_shape": None, "ms_per_batch": math.nan, "iqr_ms": math.nan, "items_per_s": math.nan,
                            "gpu_kernel_ms": math.nan, "gpu_busy": math.nan}
     row.update(values)
     return row
@@ -311,7 +311,8 @@ def _measure(model: nn.Module, make_input: Callable[[int], torch.Tensor], v: Var
     x = _prepare_x(make_input(batch), v, plan.device)
     fn = _runner(model, x, v)
     t = _time(fn, plan)
-    values = {"ms_per_batch": t.median_s * 1e3, "iqr_ms": t.iqr_s * 1e3, "items_per_s": batch / t.median_s}
+    values = {"input_shape": "x".join(map(str, x.shape[1:])),  # one item's shape: what the sweep fed the model
+              "ms_per_batch": t.median_s * 1e3, "iqr_ms": t.iqr_s * 1e3, "items_per_s": batch / t.median_s}
     if plan.gpu_busy:
         kernel_s = gpu_kernel_time(fn)
         values.update(gpu_kernel_ms=kernel_s * 1e3, gpu_busy=kernel_s / t.median_s)
@@ -378,7 +379,8 @@ def latency_sweep(
     not run natively becomes a row with its ``status``, never an exception.
 
     Defaults: fp32/fp16/bf16, cast, NCHW, the best device, ``min_run_time=0.2`` s, ``warmup=3``,
-    no profiling, no progress bar. One row per variant and batch size.
+    no profiling, no progress bar. One row per variant and batch size; ``input_shape`` is one
+    item's shape as measured (``"3x224x224"``; missing where nothing was measured).
     """
     plan = _plan(model, make_input, batch_sizes, precisions, modes, channels_last, device, min_run_time, warmup,
                  timer, gpu_busy)

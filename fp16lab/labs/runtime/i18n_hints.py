@@ -552,6 +552,12 @@ HINTS: dict[str, str] = {
         "ex_method_short 和 ex_method_long 填反了：短进程的调用次数更少，更难摊回准备开销",
     "{name}: units: ms is milliseconds per call, setup_s is seconds: convert (calls × ms / 1000) before adding them":
         "{name}：单位不一致：ms 是每次调用的毫秒数，setup_s 是秒：先换算（调用次数 × ms / 1000）再相加",
+    "{name}: count the setup too, in the same unit: setup_s is seconds, ms is milliseconds per call, so a process of {calls:,} calls takes setup_s + calls × ms / 1000 seconds":
+        "{name}：准备开销也要算上，而且单位要一致：setup_s 是秒，ms 是每次调用的毫秒数，所以一个处理 {calls} 次调用的进程耗时 setup_s + 调用次数 × ms / 1000 秒",
+    "the service runs on this machine's device ({want}), your sweep ran on {got}: latency and throughput are a device's own, so sweep on device":
+        "服务运行在这台机器的设备（{want}）上，你的扫描却在 {got} 上运行：延迟和吞吐量取决于设备本身，所以请在 device 上扫描",
+    "the service gets images shaped like the training images ({want} per item), your sweep fed {got}: make_input sets the work per item, so shape it like the training images":
+        "服务收到的图像形状与训练图像相同（每个样本 {want}），你的扫描输入的却是 {got}：make_input 决定了每个样本的计算量，所以要让它的形状与训练图像一致",
     # lesson 09
     "write a function x -> (data, scale) and assign it to my_rowwise": "写一个函数 x -> (data, scale)，赋给 my_rowwise",
     "return a tuple (data, scale)": "返回元组 (data, scale)",
