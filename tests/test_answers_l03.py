@@ -189,6 +189,19 @@ def test_padded_copy_names_the_tf32_multiple():
         check_padded_copy(_unseen, unseen, by4, torch.optim.AdamW(by4.parameters()), must, PROBE)
 
 
+def test_padded_copy_names_a_forgotten_layer_not_the_tf32_multiple():
+    # a layer left out is named, even where its size happens to be a multiple of 4 (no TF32 padding happened)
+    unseen = _unseen()
+    _, _, must = _right(unseen)
+    names = audit(unseen).pad_names()
+    sizes = {f.module: f.size for f in audit(unseen).misaligned}
+    forgotten = next((n for n in names if sizes.get(n, 1) % 4 == 0), names[-1])
+    partial = pad_layers(copy.deepcopy(unseen), [n for n in names if n != forgotten], multiple=8)
+    with pytest.raises(WrongAnswer, match=f"something paddable is left: {forgotten}") as err:
+        check_padded_copy(_unseen, unseen, partial, torch.optim.AdamW(partial.parameters()), must, PROBE)
+    assert "TF32" not in str(err.value)
+
+
 def test_layout_choice_accepts_numpy_numbers(capsys):
     np = pytest.importorskip("numpy")
     check_layout_choice(_measured(), "channels_last", np.float32(42.0 / 22.0))

@@ -277,8 +277,8 @@ HINTS: dict[str, str] = {
     "Hint: fixed must be a padded *copy* (copy.deepcopy); unseen stays as it is":
         "提示：fixed 必须是填充后的*副本*（copy.deepcopy）；unseen 保持原样",
     "Hint: unseen itself was changed: pad a copy": "提示：unseen 本身被改了：请填充一个副本",
-    "Hint: something paddable is left: audit(fixed).pad_names() is not empty":
-        "提示：还剩可填充的层：audit(fixed).pad_names() 不为空",
+    "Hint: something paddable is left: {names} (audit(fixed).pad_names())":
+        "提示：还剩可填充的层：{names}（audit(fixed).pad_names()）",
     "Hint: fixed computes something else: pad with pad_layers (it slices padded outputs back)":
         "提示：fixed 的计算结果变了：用 pad_layers 填充（它会把填充后的输出切回原来的大小）",
     "Hint: fixed_opt does not hold fixed's parameters: build the optimizer after padding":
