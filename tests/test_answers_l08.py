@@ -60,7 +60,10 @@ def test_batch_for_budget_wants_the_services_precision(here):
 
 @pytest.fixture
 def here(monkeypatch):
-    """Pin the lesson's device (choose_device) to a type, so that the checks below do not depend on this machine."""
+    """Pin the lesson's device (choose_device) to a type, and quick mode (EX_PRECISION and the image size follow
+    it), so that the checks below do not depend on this machine: a GPU machine runs full mode."""
+    monkeypatch.setenv("FP16LAB_QUICK", "1")
+
     def pin(kind: str) -> None:
         monkeypatch.setattr("fp16lab.device.choose_device", lambda prefer=None: torch.device(kind))
     pin("cpu")
