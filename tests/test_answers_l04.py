@@ -65,6 +65,26 @@ class BF16Island(Net):
         return self.out(h.float())
 
 
+class IslandBackToFP16(Net):
+    """The right island, whose output goes back to FP16 by hand afterwards: right, and runs under autocast only."""
+
+    def forward(self, x):
+        h = torch.relu(self.inp(x))
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            h = self.norm(self.mid(h.float()))
+        return self.out(h.half())
+
+
+class IslandWithoutReLU(Net):
+    """The right island and the copied weights, but the functional ReLU left out of the forward."""
+
+    def forward(self, x):
+        h = self.inp(x)
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            h = self.norm(self.mid(h.float()))
+        return self.out(h)
+
+
 def _sequential(model, island: slice):
     """The same net rebuilt as nn.Sequential with copied weights and an FP32 island over layers[island]."""
     layers = copy.deepcopy([model.inp, nn.ReLU(), model.mid, model.norm, model.out])
@@ -119,6 +139,10 @@ def test_overflow_fix(ex1, capsys):
         l04.check_overflow_fix("mid", _copy(AllFP32, model), model, x)
     with pytest.raises(AssertionError, match="did you copy the weights"):
         l04.check_overflow_fix("mid", Island(), model, x)
+    with pytest.raises(AssertionError, match="has ex1_model's weights, but .* something else than Ex1Net.forward"):
+        l04.check_overflow_fix("mid", _copy(IslandWithoutReLU, model), model, x)
+    l04.check_overflow_fix("mid", _copy(IslandBackToFP16, model), model, x)  # ran once more in FP32, it used to crash
+    assert "✓" in capsys.readouterr().out
     l04.check_overflow_fix("mid", _sequential(model, slice(2, 4)), model, x)  # the right island, as a Sequential
     assert "✓" in capsys.readouterr().out
     with pytest.raises(AssertionError, match="out run in FP32 but never see"):
@@ -156,6 +180,7 @@ RUNS = _run_of({
     100.0: ([50.0] * 10, [1.0] * 10, True),                         # too loose: finishes, does not learn
     25.0: ([30.0] * 10, [1.0] * 5 + [200.0] + [0.3] * 4, True),     # finishes and ends low, but blew up on the way
     1000.0: ([50.0] * 4, [1.0] * 4, False),                         # explodes
+    0.05: ([3.0] * 10, [1.0] * 10, True),                           # far too low: clips every step and cannot learn
     # tuned on seed 0 alone: a safety net there, a brake on seed 1 (its gradients run larger)
     4.0: {0: ([6.0] * 3 + [2.0] * 7, [1.0] * 5 + [0.2] * 5, True), 1: ([6.0] * 8 + [2.0] * 2, [1.0] * 5 + [0.2] * 5, True),
           2: NET},
@@ -174,6 +199,8 @@ def test_clip_threshold(capsys):
         l04.check_clip_threshold(1.0, RUNS, 10)
     with pytest.raises(AssertionError, match="does not learn"):
         l04.check_clip_threshold(100.0, RUNS, 10)
+    with pytest.raises(AssertionError, match="acts on 100%.*a brake"):  # too low: not "lets too large updates through"
+        l04.check_clip_threshold(0.05, RUNS, 10)
     with pytest.raises(AssertionError, match="on seed 0 the run still explodes"):
         l04.check_clip_threshold(1000.0, RUNS, 10)
     with pytest.raises(AssertionError, match="rose to 200×"):

@@ -113,9 +113,20 @@ def mask_after_softmax_renormalised(q, k, v, keep):  # renormalised: right until
     return ((p / p.sum(-1, keepdim=True).clamp_min(1e-30)) @ v.float()).to(v.dtype)
 
 
-# correct variants the check must accept
-def sdpa_causal(q, k, v, keep):  # keep is causal here (plus a padded row, whose output is not compared)
+def sdpa_causal(q, k, v, keep):  # a causal mask of its own, keep ignored: right only where keep is causal
     return F.scaled_dot_product_attention(q[None], k[None], v[None], is_causal=True)[0]
+
+
+def own_tril_mask(q, k, v, keep):  # the same mistake by hand
+    causal = torch.ones(len(q), len(k), dtype=torch.bool, device=q.device).tril()
+    return right(q, k, v, causal).nan_to_num()
+
+
+def scale_by_tokens(q, k, v, keep):  # 1/sqrt of the token count instead of the head dim
+    return _attend((q @ k.T * len(q) ** -0.5).masked_fill(~keep, F16_MIN), v)
+
+
+# correct variants the check must accept
 
 
 def sdpa_bool_mask(q, k, v, keep):
@@ -149,7 +160,7 @@ def test_attention_check_accepts_the_fix_and_sdpa(capsys):
     check_attention(sdpa)
 
 
-@pytest.mark.parametrize("answer", [sdpa_causal, sdpa_bool_mask, fill_inf_then_zero_nan, fill_with_where,
+@pytest.mark.parametrize("answer", [sdpa_bool_mask, fill_inf_then_zero_nan, fill_with_where,
                                     additive_in_fp32, fill_fp32_scores_1e9])
 def test_attention_check_accepts_correct_mask_variants(answer, capsys):
     check_attention(answer)
@@ -190,7 +201,10 @@ def test_mask_cases_hold_their_premise():
     (None, "write a function"),
     (no_scale, r"without the 1/sqrt\(d\) scale"),
     (no_scale_fp16, r"without the 1/sqrt\(d\) scale"),
-    (inf_mask, "not -inf"),
+    (inf_mask, "scores are all -inf"),
+    (sdpa_causal, "a causal mask of its own, not by keep"),
+    (own_tril_mask, "a causal mask of its own, not by keep"),
+    (scale_by_tokens, r"scaled by 1/sqrt\(tokens\) instead of 1/sqrt\(d\)"),
     (scale_after, "overflows FP16"),
     (wrong_dim, "the softmax over the keys"),
     (inverted_mask, "the mask the right way round"),

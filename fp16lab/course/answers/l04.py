@@ -65,34 +65,22 @@ def _twin(module: nn.Module, model: nn.Module) -> str | None:
     return None
 
 
-def _leaf_runs(model: nn.Module, x: torch.Tensor) -> list[tuple[nn.Module, float, torch.dtype | None]]:
-    """(leaf module, largest input or output in FP32, output dtype under FP16 autocast), in call order."""
-    peaks: dict[nn.Module, float] = {}
+def _leaf_dtypes(model: nn.Module, x: torch.Tensor) -> list[tuple[nn.Module, torch.dtype | None]]:
+    """(leaf module, output dtype) of each leaf in call order, in one forward under FP16 autocast."""
     dtypes: dict[nn.Module, torch.dtype | None] = {}
-    order: list[nn.Module] = []
 
-    def fp32_hook(m: nn.Module, i: Any, o: Any) -> None:
-        peaks[m] = max(peaks.get(m, 0.0), _peak(i), _peak(o))
-        order.append(m)
-
-    def fp16_hook(m: nn.Module, i: Any, o: Any) -> None:
+    def hook(m: nn.Module, i: Any, o: Any) -> None:
         t = o[0] if isinstance(o, (tuple, list)) and o else o
         dtypes[m] = t.dtype if isinstance(t, torch.Tensor) else None
 
-    leaves = [m for m in model.modules() if not list(m.children())]
-    for hook, ctx in ((fp32_hook, None), (fp16_hook, "fp16")):
-        handles = [m.register_forward_hook(hook) for m in leaves]
-        try:
-            with torch.no_grad():
-                if ctx is None:
-                    model(x)
-                else:
-                    with autocast(ctx, x.device):
-                        model(x)
-        finally:
-            for h in handles:
-                h.remove()
-    return [(m, peaks[m], dtypes.get(m)) for m in dict.fromkeys(order)]
+    handles = [m.register_forward_hook(hook) for m in model.modules() if not list(m.children())]
+    try:
+        with torch.no_grad(), autocast("fp16", x.device):
+            model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return list(dtypes.items())
 
 
 def check_overflow_fix(first_bad: object, safe_model: object, model: nn.Module, x: torch.Tensor) -> None:
@@ -122,8 +110,17 @@ def check_overflow_fix(first_bad: object, safe_model: object, model: nn.Module, 
                                                 "island must start before the layer that overflows and end after the "
                                                 "values are small again"))
     rel = ((got - ref).abs().max() / ref.abs().max()).item()
-    require(rel < 0.05, tr("Hint: safe_model's output is far from ex1_model's FP32 output: did you copy the weights?"))
-    runs = [(_twin(m, model), peak, dtype) for m, peak, dtype in _leaf_runs(safe_model, x)]
+    weighted = [m for m in safe_model.modules() if not list(m.children()) and list(m.parameters(recurse=False))]
+    copied = bool(weighted) and all(_twin(m, model) is not None for m in weighted)
+    require(rel < 0.05, tr("Hint: safe_model has ex1_model's weights, but its output is far from ex1_model's FP32 "
+                           "output: its forward computes something else than Ex1Net.forward (a step left out?)")
+            if copied else tr("Hint: safe_model's output is far from ex1_model's FP32 output: did you copy the weights?"))
+    peak_of = {n: max(i, o) for n, i, o in peaks}  # measured on ex1_model in FP32: the learner's model runs once, in FP16
+    leaves = _run_learners(lambda: _leaf_dtypes(safe_model, x),
+                           lambda e: tr("Hint: safe_model's forward raised {error}: inside autocast(enabled=False) "
+                                        "nothing is cast for you", error=e))
+    runs = [(n, peak_of.get(n, math.inf) if n is not None else math.inf, dtype)
+            for n, dtype in ((_twin(m, model), dtype) for m, dtype in leaves)]
     plain = dtype_trace(model, x, precision="fp16")
     autocast_lowers = dict(zip(plain["module"], plain["low_precision"], strict=True))
     require(any(dtype == torch.float16 for _, _, dtype in runs),
@@ -133,8 +130,8 @@ def check_overflow_fix(first_bad: object, safe_model: object, model: nn.Module, 
                           "(copy its state_dict)", name=want))
     low = next((str(d).replace("torch.", "") for d in bad if d != torch.float32), "")
     require(not low,
-            tr("Hint: {name} itself runs in {dtype}: the layer that overflows must run in FP32 (scaling its input "
-               "down or another 16-bit dtype hides the overflow instead of fixing it)",
+            tr("Hint: {name} itself runs in {dtype}: this exercise asks for an FP32 island, the layer that overflows "
+               "running in FP32 (scaling its input down hides the overflow; bf16 is section 1's third fix)",
                name=want, dtype=low))
     # Layers autocast runs in FP16 whose FP32 inputs and outputs fit FP16 easily need no island.
     needless = list(dict.fromkeys(n for n, peak, dtype in runs if n is not None and n != want
@@ -178,12 +175,12 @@ def check_clip_threshold(max_norm: object, run: Callable[..., tuple[Any, Any]], 
                               seed=seed, peak=peak))
         applied = hist[~hist["skipped"]]
         clipped = float((applied["grad_norm"] > float(max_norm)).mean())
-        require(bool(last < 0.7 * first), tr("Hint: on seed {seed} the run finishes but does not learn: the threshold "
-                                             "lets too large updates through; look at the loss of each step",
-                                             seed=seed))
         require(clipped <= 0.6, tr("Hint: on seed {seed} the threshold acts on {share:.0%} of the applied steps, more "
                                    "than 60 %: it caps most updates (a brake, not a safety net): compare it with the "
                                    "gradient norms of the steps that were not clipped", seed=seed, share=clipped))
+        require(bool(last < 0.7 * first), tr("Hint: on seed {seed} the run finishes but does not learn: the threshold "
+                                             "lets too large updates through; look at the loss of each step",
+                                             seed=seed))
     verdict(True, "", done=tr("correct: a safety net that stops the explosion and lets the run learn"))
 
 

@@ -43,6 +43,16 @@ def _case(device: torch.device, magnitude: float, self_keys: bool, seed: int, d:
     return q.half().to(device), k.half().to(device), v.half().to(device), keep.to(device)
 
 
+def _padded_keys(device: torch.device) -> Case:
+    """Order-1 scores under a mask that is not causal: keys 5-7 are padding for every query, and the last query has
+    no key. A function that builds its own causal mask (``is_causal=True``, ``tril``) instead of using ``keep`` fails."""
+    q, k, v, _ = _case(torch.device("cpu"), 1.0, False, seed=7)
+    keep = torch.ones(8, 8, dtype=torch.bool)
+    keep[:, 5:] = False
+    keep[-1] = False
+    return q.to(device), k.to(device), v.to(device), keep.to(device)
+
+
 def _negative_padded_row(device: torch.device) -> Case:
     """Section 5b's trap: the padded last query scores about -32 (after the 1/sqrt(d) scale) with every key.
 
@@ -98,14 +108,15 @@ def _check_order_one(fn: Any, case: Case) -> None:
     """Scores of order 1: the softmax is spread, so the scale, the mask's direction and the softmax's dim all show."""
     out = _run(fn, case)
     require(bool(torch.isfinite(out).all()),
-            tr("inf/NaN on the last row, a query with no key to attend to: fill masked scores with a finite "
-            "value (torch.finfo(scores.dtype).min), not -inf"))
+            tr("inf/NaN on the last row, a query with no key to attend to: what does the softmax make of a row "
+               "whose scores are all -inf?"))
     d = case[0].shape[-1]
     err = _err(out, _attention_fp32(*case, d**-0.5))
     unscaled = _err(out, _attention_fp32(*case, 1.0))
     require(err < 0.02 or unscaled >= 0.02, tr("finite, but this is attention without the 1/sqrt(d) scale: is it there?"))
-    # a wrong scale: 1/d (1/sqrt(d) applied twice, to q and to the scores, or d instead of sqrt(d)), or 1/8 typed in
-    wrong = {"1/d": 1.0 / d} | ({"1/8": 1 / 8} if d != 64 else {})
+    # a wrong scale: 1/d (1/sqrt(d) applied twice, to q and to the scores, or d instead of sqrt(d)), the token count's
+    # 1/sqrt(len(q)) instead of the head dim's, or 1/8 typed in
+    wrong = {"1/d": 1.0 / d, "1/sqrt(tokens)": case[0].shape[0] ** -0.5} | ({"1/8": 1 / 8} if d != 64 else {})
     for name, scale in wrong.items():
         require(err < 0.02 or _err(out, _attention_fp32(*case, scale)) >= 0.02,
                 tr("finite, but the scores are scaled by {scale} instead of 1/sqrt(d) (d = {d} here): take d from "
@@ -123,8 +134,9 @@ def _check_order_one(fn: Any, case: Case) -> None:
 def check_attention(fn: Any, device: "torch.device | str" = "cpu") -> None:
     """Exercise 1: ``fn(q, k, v, keep)`` is finite in FP16 and matches FP32 attention on every row with a key.
 
-    Four cases: scores of order 1, at each head dim of :data:`HEAD_DIMS` (the 1/sqrt(d) scale, also one typed in
-    for d = 64 or applied twice; the mask's direction, the softmax's dim, a mask applied after the softmax);
+    Five cases: scores of order 1, at each head dim of :data:`HEAD_DIMS` (the 1/sqrt(d) scale, also one typed in
+    for d = 64, applied twice or taken from the token count; the mask's direction, the softmax's dim, a mask applied
+    after the softmax); the same under a padding mask that is not causal (a causal mask of the function's own);
     magnitude 40 (q @ k^T past 65 504); a padded row whose scores are all below -16 (an additive FP16 mask of
     finfo(float16).min rounds to -inf); a row whose one key scores -12 800 (a mask value that is not below every
     score, such as -1e4, or a mask after the softmax, gives the masked keys weight).
@@ -133,13 +145,25 @@ def check_attention(fn: Any, device: "torch.device | str" = "cpu") -> None:
     dev = torch.device(device)
     for d in HEAD_DIMS:
         _check_order_one(fn, _case(dev, 1.0, False, seed=3, d=d))
+    # a mask that is not causal: the function must use keep, not a causal mask of its own
+    case = _padded_keys(dev)
+    out = _run(fn, case)
+    causal = case[3].clone()
+    causal[:-1] = torch.ones(7, 8, dtype=torch.bool, device=causal.device).tril()
+    d = case[0].shape[-1]
+    if bool(torch.isfinite(out).all()):
+        own_mask = _err(out, _attention_fp32(*case[:3], causal, d**-0.5)) < 0.02
+        require(_err(out, _attention_fp32(*case, d**-0.5)) < 0.02 or not own_mask,
+                tr("right for a causal mask, wrong for another one: the function masks by a causal mask of its own, "
+                   "not by keep"))
+    _check_order_one(fn, case)
     d = 64
     # magnitude 40, k = q: q @ k^T reaches 64 * 40^2 = 102 400, past FP16's 65 504, unless q is scaled first
     case = _case(dev, 40.0, True, seed=4)
     out = _run(fn, case)
     require(bool(torch.isfinite(out).all()),
-            tr("inf/NaN for inputs of magnitude 40: q @ k^T overflows FP16 (65 504) before any later scale; "
-            "scale q by 1/sqrt(d) before the product"))
+            tr("inf/NaN for inputs of magnitude 40: q @ k^T overflows FP16 (65 504) before a scale applied to the "
+               "scores can act: where must the scale go?"))
     ref = _attention_fp32(*case, d**-0.5)
     err = _err(out, ref)
     require(err < 0.02 * ref[:-1].abs().max().item(),

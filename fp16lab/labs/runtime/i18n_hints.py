@@ -340,10 +340,12 @@ HINTS: dict[str, str] = {
         "提示：在 FP16 autocast 下 safe_model 的输出仍有 inf/NaN：FP32 孤岛必须在上溢的层之前开始，在数值重新变小之后结束",
     "Hint: safe_model's output is far from ex1_model's FP32 output: did you copy the weights?":
         "提示：safe_model 的输出与 ex1_model 的 FP32 输出相差很远：你复制权重了吗？",
+    "Hint: safe_model has ex1_model's weights, but its output is far from ex1_model's FP32 output: its forward computes something else than Ex1Net.forward (a step left out?)":
+        "提示：safe_model 用的是 ex1_model 的权重，但它的输出与 ex1_model 的 FP32 输出相差很远：它的 forward 算的不是 Ex1Net.forward 的内容（漏了一步？）",
     "Hint: safe_model has no layer with {name}'s weights: build it from ex1_model's layers (copy its state_dict)":
         "提示：safe_model 中没有一层带有 {name} 的权重：用 ex1_model 的层来构建（复制它的 state_dict）",
-    "Hint: {name} itself runs in {dtype}: the layer that overflows must run in FP32 (scaling its input down or another 16-bit dtype hides the overflow instead of fixing it)":
-        "提示：{name} 本身以 {dtype} 运行：上溢的那一层必须以 FP32 运行（把输入缩小或换用另一种 16 位 dtype 只是掩盖了上溢，并没有修复它）",
+    "Hint: {name} itself runs in {dtype}: this exercise asks for an FP32 island, the layer that overflows running in FP32 (scaling its input down hides the overflow; bf16 is section 1's third fix)":
+        "提示：{name} 本身以 {dtype} 运行：本练习要求的是 FP32 孤岛，即上溢的那一层以 FP32 运行（把输入缩小只是掩盖了上溢；bf16 是第 1 节的第三种修复）",
     "Hint: nothing runs in FP16 any more: keep autocast on outside the island":
         "提示：已经没有任何部分以 FP16 运行：孤岛之外要保持 autocast 开启",
     "Hint: assign a threshold (a positive float) to max_norm": "提示：把一个阈值（正浮点数）赋给 max_norm",
@@ -457,15 +459,17 @@ HINTS: dict[str, str] = {
     "return the inputs' dtype ({want}), not {got}: cast back at the end": "返回输入的 dtype（{want}），而不是 {got}：最后再转换回来",
     "write a function (q, k, v, keep) -> tensor and assign it to fixed_attention":
         "写一个函数 (q, k, v, keep) -> 张量，赋给 fixed_attention",
-    "inf/NaN on the last row, a query with no key to attend to: fill masked scores with a finite value (torch.finfo(scores.dtype).min), not -inf":
-        "最后一行出现 inf/NaN，这个查询没有可关注的键：用有限值（torch.finfo(scores.dtype).min）填充被屏蔽的分数，而不是 -inf",
+    "inf/NaN on the last row, a query with no key to attend to: what does the softmax make of a row whose scores are all -inf?":
+        "最后一行出现 inf/NaN，这个查询没有可关注的键：如果一行的分数全是 -inf，softmax 会得到什么？",
+    "right for a causal mask, wrong for another one: the function masks by a causal mask of its own, not by keep":
+        "对因果掩码正确，换一个掩码就错了：函数用的是自己构造的因果掩码，而不是 keep",
     "finite, but this is attention without the 1/sqrt(d) scale: is it there?": "结果有限，但这是没有 1/sqrt(d) 缩放的注意力：缩放加上了吗？",
     "finite, but the scores are scaled by {scale} instead of 1/sqrt(d) (d = {d} here): take d from q.shape[-1], and scale once (q or the scores, not both)":
         "结果有限，但分数的缩放是 {scale}，而不是 1/sqrt(d)（这里 d = {d}）：d 要取自 q.shape[-1]，并且只缩放一次（缩放 q 或分数，不要两个都缩放）",
     "finite, but {err:.3g} away from FP32 attention on the rows that have keys: is the mask the right way round (keep is True where a query may attend), and the softmax over the keys (dim=-1)?":
         "结果有限，但在有键的行上与 FP32 注意力相差 {err:.3g}：掩码方向对吗（查询可以关注的位置 keep 为 True）？softmax 是沿键的维度（dim=-1）做的吗？",
-    "inf/NaN for inputs of magnitude 40: q @ k^T overflows FP16 (65 504) before any later scale; scale q by 1/sqrt(d) before the product":
-        "输入量级为 40 时出现 inf/NaN：q @ k^T 在后面的缩放之前就已在 FP16 中上溢（65504）；先把 q 乘以 1/sqrt(d) 再相乘",
+    "inf/NaN for inputs of magnitude 40: q @ k^T overflows FP16 (65 504) before a scale applied to the scores can act: where must the scale go?":
+        "输入量级为 40 时出现 inf/NaN：作用在分数上的缩放还没起作用，q @ k^T 就已在 FP16 中上溢（65504）：缩放应该放在哪里？",
     "finite, but {err:.3g} away from FP32 attention for inputs of magnitude 40":
         "结果有限，但输入量级为 40 时与 FP32 注意力相差 {err:.3g}",
     "fixed_attention raised {error}: the mask value does not fit the scores' dtype (FP16's largest magnitude is 65 504)":
