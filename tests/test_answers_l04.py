@@ -85,6 +85,11 @@ class IslandWithoutReLU(Net):
         return self.out(h)
 
 
+class Typo(Net):
+    def forward(self, x):
+        return self.out(self.norm(self.midd(torch.relu(self.inp(x)))))
+
+
 def _sequential(model, island: slice):
     """The same net rebuilt as nn.Sequential with copied weights and an FP32 island over layers[island]."""
     layers = copy.deepcopy([model.inp, nn.ReLU(), model.mid, model.norm, model.out])
@@ -139,8 +144,11 @@ def test_overflow_fix(ex1, capsys):
         l04.check_overflow_fix("mid", _copy(AllFP32, model), model, x)
     with pytest.raises(AssertionError, match="did you copy the weights"):
         l04.check_overflow_fix("mid", Island(), model, x)
-    with pytest.raises(AssertionError, match="has ex1_model's weights, but .* something else than Ex1Net.forward"):
+    with pytest.raises(AssertionError, match="has ex1_model's weights, but .* something other than Ex1Net.forward"):
         l04.check_overflow_fix("mid", _copy(IslandWithoutReLU, model), model, x)
+    with pytest.raises(AssertionError, match=r"forward raised AttributeError: [^\n]*$") as info:  # a typo, not a dtype
+        l04.check_overflow_fix("mid", _copy(Typo, model), model, x)
+    assert "nothing is cast for you" not in str(info.value)
     l04.check_overflow_fix("mid", _copy(IslandBackToFP16, model), model, x)  # ran once more in FP32, it used to crash
     assert "✓" in capsys.readouterr().out
     l04.check_overflow_fix("mid", _sequential(model, slice(2, 4)), model, x)  # the right island, as a Sequential

@@ -122,6 +122,10 @@ def own_tril_mask(q, k, v, keep):  # the same mistake by hand
     return right(q, k, v, causal).nan_to_num()
 
 
+def keep_and_tril(q, k, v, keep):  # keep, and a causal mask on top of it
+    return right(q, k, v, keep & torch.ones_like(keep).tril())
+
+
 def scale_by_tokens(q, k, v, keep):  # 1/sqrt of the token count instead of the head dim
     return _attend((q @ k.T * len(q) ** -0.5).masked_fill(~keep, F16_MIN), v)
 
@@ -202,8 +206,9 @@ def test_mask_cases_hold_their_premise():
     (no_scale, r"without the 1/sqrt\(d\) scale"),
     (no_scale_fp16, r"without the 1/sqrt\(d\) scale"),
     (inf_mask, "scores are all -inf"),
-    (sdpa_causal, "a causal mask of its own, not by keep"),
-    (own_tril_mask, "a causal mask of its own, not by keep"),
+    (sdpa_causal, "a causal mask of its own to keep, or uses one instead of keep"),
+    (own_tril_mask, "a causal mask of its own to keep, or uses one instead of keep"),
+    (keep_and_tril, "a causal mask of its own to keep, or uses one instead of keep"),
     (scale_by_tokens, r"scaled by 1/sqrt\(tokens\) instead of 1/sqrt\(d\)"),
     (scale_after, "overflows FP16"),
     (wrong_dim, "the softmax over the keys"),

@@ -83,6 +83,14 @@ def _leaf_dtypes(model: nn.Module, x: torch.Tensor) -> list[tuple[nn.Module, tor
     return list(dtypes.items())
 
 
+def _forward_hint(error: str) -> str:
+    """The hint for a forward that raised: the autocast reminder only where the error is about dtypes."""
+    if "dtype" in error or "Half" in error or "Float" in error:
+        return tr("Hint: safe_model's forward raised {error}: inside autocast(enabled=False) nothing is cast for you",
+                  error=error)
+    return tr("Hint: safe_model's forward raised {error}", error=error)
+
+
 def check_overflow_fix(first_bad: object, safe_model: object, model: nn.Module, x: torch.Tensor) -> None:
     """Exercise 1: the first overflowing module, and a model with an FP32 island exactly where it is needed."""
     require(first_bad is not None and safe_model is not None, tr("Hint: assign both first_bad and safe_model"))
@@ -104,8 +112,7 @@ def check_overflow_fix(first_bad: object, safe_model: object, model: nn.Module, 
         with torch.no_grad(), autocast("fp16", x.device):
             return safe_model(x).float()
 
-    got = _run_learners(forward16, lambda e: tr("Hint: safe_model's forward raised {error}: inside "
-                                                "autocast(enabled=False) nothing is cast for you", error=e))
+    got = _run_learners(forward16, _forward_hint)
     require(bool(torch.isfinite(got).all()), tr("Hint: safe_model's output still holds inf/NaN under FP16 autocast: the "
                                                 "island must start before the layer that overflows and end after the "
                                                 "values are small again"))
@@ -113,12 +120,10 @@ def check_overflow_fix(first_bad: object, safe_model: object, model: nn.Module, 
     weighted = [m for m in safe_model.modules() if not list(m.children()) and list(m.parameters(recurse=False))]
     copied = bool(weighted) and all(_twin(m, model) is not None for m in weighted)
     require(rel < 0.05, tr("Hint: safe_model has ex1_model's weights, but its output is far from ex1_model's FP32 "
-                           "output: its forward computes something else than Ex1Net.forward (a step left out?)")
+                           "output: its forward computes something other than Ex1Net.forward (a step left out?)")
             if copied else tr("Hint: safe_model's output is far from ex1_model's FP32 output: did you copy the weights?"))
     peak_of = {n: max(i, o) for n, i, o in peaks}  # measured on ex1_model in FP32: the learner's model runs once, in FP16
-    leaves = _run_learners(lambda: _leaf_dtypes(safe_model, x),
-                           lambda e: tr("Hint: safe_model's forward raised {error}: inside autocast(enabled=False) "
-                                        "nothing is cast for you", error=e))
+    leaves = _run_learners(lambda: _leaf_dtypes(safe_model, x), _forward_hint)
     runs = [(n, peak_of.get(n, math.inf) if n is not None else math.inf, dtype)
             for n, dtype in ((_twin(m, model), dtype) for m, dtype in leaves)]
     plain = dtype_trace(model, x, precision="fp16")
@@ -131,7 +136,7 @@ def check_overflow_fix(first_bad: object, safe_model: object, model: nn.Module, 
     low = next((str(d).replace("torch.", "") for d in bad if d != torch.float32), "")
     require(not low,
             tr("Hint: {name} itself runs in {dtype}: this exercise asks for an FP32 island, the layer that overflows "
-               "running in FP32 (scaling its input down hides the overflow; bf16 is section 1's third fix)",
+               "running in FP32 (other fixes, such as rescaling or bf16, are section 1's)",
                name=want, dtype=low))
     # Layers autocast runs in FP16 whose FP32 inputs and outputs fit FP16 easily need no island.
     needless = list(dict.fromkeys(n for n, peak, dtype in runs if n is not None and n != want

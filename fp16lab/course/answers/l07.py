@@ -148,14 +148,15 @@ def check_attention(fn: Any, device: "torch.device | str" = "cpu") -> None:
     # a mask that is not causal: the function must use keep, not a causal mask of its own
     case = _padded_keys(dev)
     out = _run(fn, case)
+    tril = torch.ones(8, 8, dtype=torch.bool, device=case[3].device).tril()
     causal = case[3].clone()
-    causal[:-1] = torch.ones(7, 8, dtype=torch.bool, device=causal.device).tril()
+    causal[:-1] = tril[:-1]
     d = case[0].shape[-1]
-    if bool(torch.isfinite(out).all()):
-        own_mask = _err(out, _attention_fp32(*case[:3], causal, d**-0.5)) < 0.02
+    if bool(torch.isfinite(out).all()):   # a causal mask of its own, instead of keep or on top of it
+        own_mask = any(_err(out, _attention_fp32(*case[:3], m, d**-0.5)) < 0.02 for m in (causal, case[3] & tril))
         require(_err(out, _attention_fp32(*case, d**-0.5)) < 0.02 or not own_mask,
-                tr("right for a causal mask, wrong for another one: the function masks by a causal mask of its own, "
-                   "not by keep"))
+                tr("right for a causal mask, wrong for another one: the function adds a causal mask of its own to "
+                   "keep, or uses one instead of keep"))
     _check_order_one(fn, case)
     d = 64
     # magnitude 40, k = q: q @ k^T reaches 64 * 40^2 = 102 400, past FP16's 65 504, unless q is scaled first
@@ -173,8 +174,8 @@ def check_attention(fn: Any, device: "torch.device | str" = "cpu") -> None:
     out = _run(fn, case)
     require(bool(torch.isfinite(out).all()),
             tr("inf/NaN on a padded row (a query with no key) whose scores are all below -16: in FP16, "
-               "score + finfo(float16).min rounds to -inf there (section 5b); fill the masked scores instead of "
-               "adding a mask to them"))
+               "score + finfo(float16).min rounds to -inf there (section 5b): what must the mask do to the masked "
+               "scores, if not add to them?"))
     err = _err(out, _attention_fp32(*case, d**-0.5))
     require(err < 0.02, tr("finite, but {err:.3g} away from FP32 attention on the rows that have keys", err=err))
     # a row whose only key scores far below the keys it may not see

@@ -340,12 +340,14 @@ HINTS: dict[str, str] = {
         "提示：在 FP16 autocast 下 safe_model 的输出仍有 inf/NaN：FP32 孤岛必须在上溢的层之前开始，在数值重新变小之后结束",
     "Hint: safe_model's output is far from ex1_model's FP32 output: did you copy the weights?":
         "提示：safe_model 的输出与 ex1_model 的 FP32 输出相差很远：你复制权重了吗？",
-    "Hint: safe_model has ex1_model's weights, but its output is far from ex1_model's FP32 output: its forward computes something else than Ex1Net.forward (a step left out?)":
+    "Hint: safe_model has ex1_model's weights, but its output is far from ex1_model's FP32 output: its forward computes something other than Ex1Net.forward (a step left out?)":
         "提示：safe_model 用的是 ex1_model 的权重，但它的输出与 ex1_model 的 FP32 输出相差很远：它的 forward 算的不是 Ex1Net.forward 的内容（漏了一步？）",
     "Hint: safe_model has no layer with {name}'s weights: build it from ex1_model's layers (copy its state_dict)":
         "提示：safe_model 中没有一层带有 {name} 的权重：用 ex1_model 的层来构建（复制它的 state_dict）",
-    "Hint: {name} itself runs in {dtype}: this exercise asks for an FP32 island, the layer that overflows running in FP32 (scaling its input down hides the overflow; bf16 is section 1's third fix)":
-        "提示：{name} 本身以 {dtype} 运行：本练习要求的是 FP32 孤岛，即上溢的那一层以 FP32 运行（把输入缩小只是掩盖了上溢；bf16 是第 1 节的第三种修复）",
+    "Hint: {name} itself runs in {dtype}: this exercise asks for an FP32 island, the layer that overflows running in FP32 (other fixes, such as rescaling or bf16, are section 1's)":
+        "提示：{name} 本身以 {dtype} 运行：本练习要求的是 FP32 孤岛，即上溢的那一层以 FP32 运行（重新缩放、bf16 等其他修复属于第 1 节）",
+    "Hint: safe_model's forward raised {error}":
+        "提示：safe_model 的 forward 抛出了 {error}",
     "Hint: nothing runs in FP16 any more: keep autocast on outside the island":
         "提示：已经没有任何部分以 FP16 运行：孤岛之外要保持 autocast 开启",
     "Hint: assign a threshold (a positive float) to max_norm": "提示：把一个阈值（正浮点数）赋给 max_norm",
@@ -461,8 +463,8 @@ HINTS: dict[str, str] = {
         "写一个函数 (q, k, v, keep) -> 张量，赋给 fixed_attention",
     "inf/NaN on the last row, a query with no key to attend to: what does the softmax make of a row whose scores are all -inf?":
         "最后一行出现 inf/NaN，这个查询没有可关注的键：如果一行的分数全是 -inf，softmax 会得到什么？",
-    "right for a causal mask, wrong for another one: the function masks by a causal mask of its own, not by keep":
-        "对因果掩码正确，换一个掩码就错了：函数用的是自己构造的因果掩码，而不是 keep",
+    "right for a causal mask, wrong for another one: the function adds a causal mask of its own to keep, or uses one instead of keep":
+        "对因果掩码正确，换一个掩码就错了：函数在 keep 之外又加了自己构造的因果掩码，或者用它代替了 keep",
     "finite, but this is attention without the 1/sqrt(d) scale: is it there?": "结果有限，但这是没有 1/sqrt(d) 缩放的注意力：缩放加上了吗？",
     "finite, but the scores are scaled by {scale} instead of 1/sqrt(d) (d = {d} here): take d from q.shape[-1], and scale once (q or the scores, not both)":
         "结果有限，但分数的缩放是 {scale}，而不是 1/sqrt(d)（这里 d = {d}）：d 要取自 q.shape[-1]，并且只缩放一次（缩放 q 或分数，不要两个都缩放）",
@@ -477,8 +479,8 @@ HINTS: dict[str, str] = {
     "fixed_attention raised {error}": "fixed_attention 抛出了 {error}",
     "finite, but {err:.3g} away from FP32 attention: the mask is applied after the softmax, so the weights of each row's allowed keys no longer sum to 1":
         "结果有限，但与 FP32 注意力相差 {err:.3g}：掩码是在 softmax 之后施加的，所以每一行允许关注的键的权重之和不再是 1",
-    "inf/NaN on a padded row (a query with no key) whose scores are all below -16: in FP16, score + finfo(float16).min rounds to -inf there (section 5b); fill the masked scores instead of adding a mask to them":
-        "一个全部被屏蔽的行（没有任何键的查询）的分数全都低于 -16，结果出现 inf/NaN：在 FP16 中，score + finfo(float16).min 在这里会舍入为 -inf（第 5b 节）；应当替换被屏蔽的分数，而不是把掩码加到分数上",
+    "inf/NaN on a padded row (a query with no key) whose scores are all below -16: in FP16, score + finfo(float16).min rounds to -inf there (section 5b): what must the mask do to the masked scores, if not add to them?":
+        "一个全部被屏蔽的行（没有任何键的查询）的分数全都低于 -16，结果出现 inf/NaN：在 FP16 中，score + finfo(float16).min 在这里会舍入为 -inf（第 5b 节）：如果不是把掩码加到分数上，它应该对被屏蔽的分数做什么？",
     "finite, but {err:.3g} away from FP32 attention on the rows that have keys":
         "结果有限，但在有键的行上与 FP32 注意力相差 {err:.3g}",
     "wrong on a row whose one allowed key scores about -12 800 (after the scale), far below the keys it may not see: its output must be that key's row of v. A mask applied after the softmax fails there (the allowed key's probability has already underflowed to 0), and so does a mask value such as -1e4 that is not below every score":
