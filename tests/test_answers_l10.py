@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -45,6 +47,32 @@ def test_ddp_by_hand(capsys):
         l10.check_ddp_by_hand([t.half() for t in g], ((g[0] + g[1]) / 2).half(), model, x, y)
     with pytest.raises(AssertionError, match="in FP32"):
         l10.check_ddp_by_hand(g, ((g[0] + g[1]) / 2).half(), model, x, y)
+    for mean in (torch.stack(g).mean(0), g[0] / 2 + g[1] / 2, 0.5 * sum(g)):  # any way of averaging the halves
+        l10.check_ddp_by_hand(g, mean, model, x, y)
+        assert capsys.readouterr().out == "✓ correct\n"
+
+
+def test_ddp_by_hand_wants_the_mean_of_the_halves_not_the_whole_batch():
+    model, x, y = _ex1()
+    g = _halves(model, x, y)
+    model.zero_grad()
+    F.cross_entropy(model(x), y).backward()
+    full = model[0].weight.grad.clone()  # the whole batch's gradient: the halves' mean only up to rounding
+    assert not torch.equal(full, (g[0] + g[1]) / 2) and torch.allclose(full, (g[0] + g[1]) / 2, rtol=1e-5, atol=1e-7)
+    with pytest.raises(AssertionError, match="whole batch's gradient computed again"):
+        l10.check_ddp_by_hand(g, full, model, x, y)
+    with pytest.raises(AssertionError, match="whole batch's gradient computed again"):  # in FP64, cast back: the same
+        l10.check_ddp_by_hand(g, _whole_batch_fp64(model, x, y), model, x, y)
+    with pytest.raises(AssertionError, match="average the halves"):  # one half only
+        l10.check_ddp_by_hand(g, g[0], model, x, y)
+
+
+def _whole_batch_fp64(model, x, y):
+    import copy
+
+    m = copy.deepcopy(model).double()
+    F.cross_entropy(m(x.double()), y).backward()
+    return m[0].weight.grad.float()
 
 
 P = 150e6
@@ -160,6 +188,61 @@ def test_fsdp_job(case, hint, tmp_path, capsys, monkeypatch):
     else:
         with pytest.raises(AssertionError, match=hint):
             l10.check_fsdp_job(job_run, job_dir)
+
+
+@pytest.mark.parametrize("policy, hint", [
+    ("MixedPrecisionPolicy(param_dtype=torch.float16, reduce_dtype=torch.float)", None),  # torch.float is float32
+    ("MixedPrecisionPolicy(torch.float16, torch.float32)", None),  # positional: (param_dtype, reduce_dtype)
+    ("MixedPrecisionPolicy(param_dtype=torch.float16, reduce_dtype=REDUCE)", None),  # a variable holding float32
+    ("MixedPrecisionPolicy(**dict(param_dtype=torch.float16, reduce_dtype=torch.float32))", None),  # not provable
+    ("MixedPrecisionPolicy(param_dtype=torch.float16, reduce_dtype=None)", "left out, it falls back"),
+    ("MixedPrecisionPolicy(torch.float16)", "left out, it falls back"),
+    ("MixedPrecisionPolicy(param_dtype=torch.float16, reduce_dtype=torch.float16)", r"reduce_dtype=torch.float16 sums"),
+    ("MixedPrecisionPolicy(torch.half, torch.bfloat16)", r"reduce_dtype=torch.bfloat16 sums"),
+    ("MixedPrecisionPolicy(param_dtype=torch.float16, reduce_dtype=HALF)", r"reduce_dtype=torch.half sums"),
+])
+def test_fsdp_job_reads_reduce_dtype_as_written(policy, hint, fsdp_solution_run, capsys):
+    """However the script spells reduce_dtype, FP32 (or anything the source does not prove 16-bit) passes, and a
+    missing or 16-bit one is named. The run is the solution's; only the script the check reads changes."""
+    job_run, job_dir, source = fsdp_solution_run
+    line = "policy = MixedPrecisionPolicy(param_dtype=torch.float16, reduce_dtype=torch.float32)"
+    assert line in source
+    script = next(Path(a) for a in job_run.args if str(a).endswith(".py"))
+    script.write_text(source.replace(line, f"REDUCE, HALF = torch.float32, torch.half\npolicy = {policy}"))
+    if hint is None:
+        l10.check_fsdp_job(job_run, job_dir)
+        assert capsys.readouterr().out.endswith("✓ correct\n")
+    else:
+        with pytest.raises(AssertionError, match=hint):
+            l10.check_fsdp_job(job_run, job_dir)
+
+
+def test_policy_reduce_dtypes_aliases():
+    head = "import torch\nfrom torch.distributed.fsdp import MixedPrecisionPolicy as MPP\nfrom torch import float16 as f16\n"
+    assert l10._policy_reduce_dtypes(head + "MPP(f16, torch.float32)") == ["float32"]
+    assert l10._policy_reduce_dtypes(head + "MPP(f16, f16)") == ["float16"]
+    assert l10._policy_reduce_dtypes(head + "r = torch.float16\nr = torch.float32\nMPP(f16, r)") == ["?"]  # not provable
+    assert l10._policy_reduce_dtypes(head + "MPP(*args)") == ["?"]
+    assert l10._policy_reduce_dtypes(head) == []
+
+
+@pytest.fixture(scope="module")
+def fsdp_solution_run(tmp_path_factory):
+    import os
+
+    old = os.environ.get("OMP_NUM_THREADS")
+    os.environ["OMP_NUM_THREADS"] = "1"
+    try:
+        solution, _ = _exercise5()
+        job_run, job_dir = _run_job(solution, tmp_path_factory.mktemp("fsdp_solution"))
+    finally:
+        if old is None:
+            os.environ.pop("OMP_NUM_THREADS")
+        else:
+            os.environ["OMP_NUM_THREADS"] = old
+    assert (job_dir / "result.json").exists(), job_run.stderr[-2000:]
+    script = next(Path(a) for a in job_run.args if str(a).endswith(".py"))
+    return job_run, job_dir, script.read_text()
 
 
 def test_fsdp_job_needs_its_folder(tmp_path):

@@ -665,6 +665,8 @@ HINTS: dict[str, str] = {
     "each entry of half_grads is ex_model[0].weight.grad of one half: same shape and dtype (FP32) as that weight":
         "half_grads 的每一项是其中一半数据的 ex_model[0].weight.grad：形状和 dtype（FP32）都与该权重相同",
     "avg_grad is one tensor shaped like ex_model[0].weight, in FP32": "avg_grad 是一个与 ex_model[0].weight 形状相同的 FP32 张量",
+    "avg_grad is the whole batch's gradient computed again, equal to the halves' mean only up to rounding: build it from the two entries of half_grads, as DDP's all-reduce does":
+        "avg_grad 是重新计算的整批梯度，它与两半梯度的平均值只在舍入误差范围内相等：请用 half_grads 的两项来求它，就像 DDP 的 all-reduce 那样",
     "grad_seconds is in seconds: you gave milliseconds (section 8's table prints ms)":
         "grad_seconds 的单位是秒：你给的是毫秒（第 8 节的表格打印的是 ms）",
     "10 GbE's 1.25 GB/s is decimal, 1.25e9 bytes per second, not 1.25 GiB/s (2**30)":
@@ -675,6 +677,8 @@ HINTS: dict[str, str] = {
         "这里不要用 torch.autocast：16 位计算来自 MixedPrecisionPolicy(param_dtype=torch.float16)，它还以 FP16 all-gather 权重；autocast 会 all-gather FP32 权重，再逐个算子转换",
     "give MixedPrecisionPolicy reduce_dtype=torch.float32: left out, it falls back to param_dtype and the gradients are reduced in FP16":
         "给 MixedPrecisionPolicy 传 reduce_dtype=torch.float32：省略时它沿用 param_dtype，梯度就以 FP16 归约",
+    "reduce_dtype=torch.{dtype} sums the ranks' gradients in 16 bits, which round away small contributions: give MixedPrecisionPolicy reduce_dtype=torch.float32":
+        "reduce_dtype=torch.{dtype} 以 16 位对各 rank 的梯度求和，较小的贡献会在舍入中丢失：请给 MixedPrecisionPolicy 传 reduce_dtype=torch.float32",
     "call fully_shard on each Linear first (a loop), then on the whole model: one call on the model makes one all-gather of everything, no per-layer sharding units":
         "先对每个 Linear 调用 fully_shard（用循环），再对整个模型调用：只对模型调用一次，会一次 all-gather 全部权重，没有逐层的分片单元",
     "DDP here is ddp_fp32: a ring all-reduce of FP32 gradients sends its payload twice, 2(N-1)/N; an all-gather or a reduce-scatter sends it once, (N-1)/N":
