@@ -51,6 +51,8 @@ class Peak:
     ``fp16``/``bf16``/``fp8`` are with FP32 accumulate (what autocast matmuls use);
     ``fp16_acc16`` is FP16 with FP16 accumulate (``allow_fp16_accumulation``), which GeForce
     parts run at twice their FP32-accumulate rate and data-center parts at the same rate.
+    ``acc16_source`` names the document that gives ``fp16_acc16`` where ``source`` gives no
+    separate FP16-accumulate figure (the H200 datasheet: the H100 whitepaper, same chip).
     """
 
     gpu: str
@@ -61,6 +63,7 @@ class Peak:
     fp16_acc16: float | None
     fp8: float | None
     source: str
+    acc16_source: str | None = None   # where fp16_acc16 comes from, when ``source`` does not give it
 
     def for_precision(self, precision: str) -> float | None:
         """The peak for ``'fp32'``, ``'tf32'``, ``'fp16'``, ``'bf16'``, ``'fp16_acc16'`` or ``'fp8'``."""
@@ -78,7 +81,9 @@ PEAK_TFLOPS: dict[str, Peak] = {
     # Hopper: H100 SXM5 and H200 SXM share the chip and clocks (H200 datasheet: FP16/BF16
     # 1979 sparse -> 989.5 dense, TF32 989 -> 494.5, FP8 3958 -> 1979, FP32 67). The Hopper
     # whitepaper states the SXM5's dense figures themselves (989.4: 132 SMs x 4096 x 1830 MHz).
-    "H200": Peak("H200", 67.0, 494.5, 989.5, 989.5, 989.5, 1979.0, "NVIDIA H200 datasheet"),
+    # The H200 datasheet gives no FP16-accumulate figure: the equal rate is the H100 whitepaper's.
+    "H200": Peak("H200", 67.0, 494.5, 989.5, 989.5, 989.5, 1979.0, "NVIDIA H200 datasheet",
+                 "NVIDIA H100 Tensor Core GPU Architecture whitepaper (SXM5, dense)"),
     "H100 SXM": Peak("H100 SXM", 66.9, 494.7, 989.4, 989.4, 989.4, 1978.9,
                      "NVIDIA H100 Tensor Core GPU Architecture whitepaper (SXM5, dense)"),
     "H100 NVL": Peak("H100 NVL", 60.0, 417.5, 835.5, 835.5, 835.5, 1670.5, "NVIDIA H100 datasheet (NVL)"),

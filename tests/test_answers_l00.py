@@ -138,3 +138,16 @@ def test_round_two_wrong_answers(ab, capsys):
         return "bf16" if tuple(cap) > (8, 0) else "fp16" if f["fp16_tensor_cores"] else "fp32"
     with pytest.raises(WrongAnswer, match="sm_80 itself"):
         l00.check_classroom(_classroom(strict), ROOM, strict)
+
+
+def test_pays_off_may_not_borrow_the_lessons_rule(capsys):
+    """Lesson 00 cell 28 calls fp16lab.labs.setup.acc16_cited: a pays_off that calls it, by any name, is refused,
+    and the lab's function works again afterwards."""
+    from fp16lab.hardware import PEAK_TFLOPS
+    from fp16lab.labs.setup import acc16_cited
+
+    alias = acc16_cited
+    for borrowed in (lambda n: acc16_cited(PEAK_TFLOPS[n]) == "faster", lambda n: alias(PEAK_TFLOPS[n]) != "same"):
+        with pytest.raises(AssertionError, match="calls the lesson's acc16_cited"):
+            l00.check_fp16_accumulation(borrowed, ["RTX 4090D", "H200"])
+    assert acc16_cited(PEAK_TFLOPS["RTX 4090D"]) == "faster"

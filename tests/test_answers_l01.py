@@ -63,6 +63,11 @@ def _grads():
     return params, [acts]
 
 
+def _check(*args, within_rule=lambda share: share <= 0.001):
+    """check_static_scale with the right within_rule unless a test passes another."""
+    l01.check_static_scale(*args, within_rule=within_rule)
+
+
 def _right_scale(grads):
     largest = max(t.abs().max().item() for t in grads)
     right = 1.0
@@ -78,7 +83,7 @@ def test_static_scale(capsys):
     stats = cast_stats(every, "fp16", scale=right)
     lost = stats.underflow / stats.nonzero                   # PyTorch-free oracle: counted by cast_stats' categories
     assert lost > l01.FLUSH_LIMIT
-    l01.check_static_scale(right, lost, False, params, acts)
+    _check(right, lost, False, params, acts)
     assert "✓" in capsys.readouterr().out
     cases = [
         ((2 * right, lost, False), "doubled once too often"),              # stopped after the first overflow
@@ -87,35 +92,35 @@ def test_static_scale(capsys):
         ((right, 100 * lost, False), "not a percentage"),                   # units
         ((right, stats.underflow_fraction, False), "non-zero gradients, not by all"),  # denominator
         ((right, cast_stats(every, "fp16").underflow_share_of_nonzero, False), "with no scale"),  # forgot the scale
-        ((right, lost, True), "0.1 % rule"),                                 # hard-coded: "GradScaler handles it"
+        ((right, lost, True), "do not type it"),                             # hard-coded: "GradScaler handles it"
         ((right, lost, "no"), "True or False"),
     ]
     for args, hint in cases:
         with pytest.raises(WrongAnswer, match=hint):
-            l01.check_static_scale(*args, params, acts)
+            _check(*args, params, acts)
     np = pytest.importorskip("numpy")                                      # numpy and 0-d tensor routes pass
-    l01.check_static_scale(np.int64(right), torch.tensor(lost), np.bool_(False), params, acts)
+    _check(np.int64(right), torch.tensor(lost), np.bool_(False), params, acts)
     assert "✓" in capsys.readouterr().out
     with pytest.raises(WrongAnswer, match="multiplying after casting"):    # scaled after the fp16 cast
         flushed = sum((((g.half().float() * right) == 0) & (g != 0)).sum().item() for g in every)
-        l01.check_static_scale(right, flushed / sum((g != 0).sum().item() for g in every), False, params, acts)
+        _check(right, flushed / sum((g != 0).sum().item() for g in every), False, params, acts)
     with pytest.raises(WrongAnswer, match="before the fp16 cast"):  # cast first: the flushed are not counted (params flush none here)
         after = [(g.half().float() * right) for g in every]
-        l01.check_static_scale(right, cast_stats(after, "fp16").underflow_share_of_nonzero, False, params, acts)
+        _check(right, cast_stats(after, "fp16").underflow_share_of_nonzero, False, params, acts)
     with pytest.raises(WrongAnswer, match="param_grads as well"):           # activations only
         big = [torch.full((4,), 1.0)]
-        l01.check_static_scale(_right_scale(acts), lost, False, big, acts)
+        _check(_right_scale(acts), lost, False, big, acts)
     with pytest.raises(WrongAnswer, match="cannot run here: param_grads is missing"):
-        l01.check_static_scale(right, lost, False, [], acts)
+        _check(right, lost, False, [], acts)
     with pytest.raises(WrongAnswer, match="a subnormal is stored"):             # subnormals counted as lost
         assert stats.subnormal > 0
-        l01.check_static_scale(right, (stats.underflow + stats.subnormal) / stats.nonzero, False, params, acts)
+        _check(right, (stats.underflow + stats.subnormal) / stats.nonzero, False, params, acts)
 
 
 def test_static_scale_parameters_only():
     params, acts = _grads()
     with pytest.raises(WrongAnswer, match="an activation gradient overflows"):  # max_scale from param_grads alone
-        l01.check_static_scale(_right_scale(params), 0.0, False, params, acts)
+        _check(_right_scale(params), 0.0, False, params, acts)
     big = [params[0] * 100]                                                     # now the largest gradient
     big[0][:7] = 2.0**-70                                                       # and some that always flush
     right = _right_scale(big + acts)
@@ -123,11 +128,11 @@ def test_static_scale_parameters_only():
     only = cast_stats(big, "fp16", scale=right).underflow_share_of_nonzero
     assert only > 0
     with pytest.raises(WrongAnswer, match="activation_grads as well as param_grads"):
-        l01.check_static_scale(right, only, False, big, acts)
+        _check(right, only, False, big, acts)
     plain_big = [params[0] * 100]                                               # none of them flush: lost is 0
     right = _right_scale(plain_big + acts)
     with pytest.raises(WrongAnswer, match=r"lost_at_max is 0.*activation_grads as well as param_grads"):
-        l01.check_static_scale(right, cast_stats(plain_big, "fp16", scale=right).underflow_share_of_nonzero, False,
+        _check(right, cast_stats(plain_big, "fp16", scale=right).underflow_share_of_nonzero, False,
                                plain_big, acts)
 
 
@@ -140,10 +145,10 @@ def test_static_scale_rule_as_a_function(capsys):
     def good(share):
         return share <= 0.001
 
-    l01.check_static_scale(right, lost, False, params, acts, within_rule=good)
+    _check(right, lost, False, params, acts, within_rule=good)
     assert "✓" in capsys.readouterr().out
     np = pytest.importorskip("numpy")
-    l01.check_static_scale(right, lost, np.bool_(False), params, acts, within_rule=lambda s: np.bool_(s <= 0.001))
+    _check(right, lost, np.bool_(False), params, acts, within_rule=lambda s: np.bool_(s <= 0.001))
     assert "✓" in capsys.readouterr().out
     wrong = [
         (lambda s: False, "same answer for every share"),                       # a typed verdict
@@ -157,11 +162,13 @@ def test_static_scale_rule_as_a_function(capsys):
     ]
     for rule, hint in wrong:
         with pytest.raises(WrongAnswer, match=hint):
-            l01.check_static_scale(right, lost, False, params, acts, within_rule=rule)
+            _check(right, lost, False, params, acts, within_rule=rule)
     with pytest.raises(WrongAnswer, match="a function within_rule"):
-        l01.check_static_scale(right, lost, False, params, acts, within_rule="share <= 0.001")
+        _check(right, lost, False, params, acts, within_rule="share <= 0.001")
+    with pytest.raises(WrongAnswer, match="a function within_rule"):          # the rule left out: False typed
+        l01.check_static_scale(right, lost, False, params, acts)
     with pytest.raises(WrongAnswer, match="do not type it"):                    # verdict typed against the rule
-        l01.check_static_scale(right, lost, True, params, acts, within_rule=good)
+        _check(right, lost, True, params, acts, within_rule=good)
 
 
 def _fake(lo, hi, seed):

@@ -28,6 +28,16 @@ def test_data_center_card_gains_nothing_from_fp16_accumulation():
     notes = dict(card_notes(_facts("NVIDIA H200", (9, 0))))
     assert "hardware profile" not in notes
     assert notes["FP16 accumulation"].startswith("same peak as FP32 accumulation")
+    # the H200 datasheet gives no FP16-accumulate figure: the equal rate is credited to the H100 whitepaper
+    assert "H100 Tensor Core GPU Architecture whitepaper" in notes["FP16 accumulation"]
+    assert "H200 datasheet" not in notes["FP16 accumulation"]
+
+
+def test_the_report_credits_each_peak_to_its_document():
+    from fp16lab.course.env import _peak_check
+    value = _peak_check("NVIDIA H200").value
+    assert "(cited: NVIDIA H200 datasheet; FP16-accumulate: NVIDIA H100 Tensor Core GPU" in value
+    assert "FP16-accumulate:" not in _peak_check("NVIDIA A100-SXM4-40GB").value
 
 
 @pytest.mark.parametrize(("name", "cap", "topic", "start"), [

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 import torch
 from torch import nn
@@ -403,9 +404,14 @@ OVERRIDES: dict[str, dict[str, Callable[[Path], Any]]] = {
     "fp16lab.labs.setup.doctor_summary": {"stdout": lambda tmp: "[OK  ] a\n[WARN] b", "returncode": lambda tmp: 0},
     "fp16lab.labs.setup.interleaved_matmul_rounds": {"configs": lambda tmp: [("fp32", "fp32")], "size": lambda tmp: 8,
                                                      "rounds": lambda tmp: 1, "min_run_time": lambda tmp: 0.01},
-    "fp16lab.labs.setup.tie_verdict": {"ratios": lambda tmp: __import__("pandas").Series([1.0, 1.2]),
-                                       "tie": lambda tmp: 1.05},
+    "fp16lab.labs.setup.fp16_accumulation_error": {"device": lambda tmp: torch.device("cpu"), "k": lambda tmp: 64},
+    "fp16lab.labs.setup.acc16_cited": {"peak": lambda tmp: __import__("fp16lab.hardware").hardware.PEAK_TFLOPS["H200"]},
+    "fp16lab.labs.setup.compare_with_forecast": {
+        "measured": lambda tmp: pd.DataFrame({"precision": ["fp32"], "accumulate": ["fp32"], "tflops": [50.0]}),
+        "forecast": lambda tmp: __import__("fp16lab.labs.setup").labs.setup.card_forecast("RTX 4090D")},
     "fp16lab.gpt.lm_loss": {"logits": lambda tmp: torch.randn(2, 8, 16), "targets": lambda tmp: torch.randint(0, 16, (2, 8))},
+    "fp16lab.labs.runtime.verdicts.paired_verdict": {"values": lambda tmp: [1.0, 1.2], "null": lambda tmp: 1.0,
+                                                    "above": lambda tmp: "faster", "below": lambda tmp: "slower"},
 }
 
 
@@ -799,6 +805,7 @@ VALUE_OK_ANY_FUNCTION: dict[tuple[str, str], str] = {}  # (argument, case): a va
 _OUTPUT = "a file the call writes: a missing folder is created"
 _LABEL = "the label a validator puts in its message: any text"
 VALUE_OK: dict[tuple[str, str, str], str] = {  # (function, argument, case): a valid value there, and why
+    ("paired_verdict", "null", "negative"): "any finite reference value: 1 for ratios, 0 for differences, others allowed",
     ("function", "n_args", "zero"): "a function of no arguments",
     ("integer_tensor", "dims", "zero"): "a 0-d tensor",
     ("positive_int", "minimum", "negative"): "any int is a valid lower bound",

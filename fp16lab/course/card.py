@@ -73,7 +73,7 @@ def _accumulate_note(facts: GPUFacts) -> str:
         return tr("no cited peak for this chip in fp16lab.hardware.PEAK_TFLOPS; {kind}: measure it (section 6)",
                   kind=kind)
     gain = peak.fp16_acc16 / peak.fp16
-    cited = tr("(cited, {source}: {fp16:g} vs {acc16:g} TFLOP/s)", source=cited_source(peak.source), fp16=peak.fp16,
+    cited = tr("(cited, {source}: {fp16:g} vs {acc16:g} TFLOP/s)", source=cited_source(peak.acc16_source or peak.source), fp16=peak.fp16,
                acc16=peak.fp16_acc16)
     if gain >= 1.5:
         return tr("raises the FP16 Tensor Core peak {gain:.0f}x {cited}, at an accuracy cost (lesson 03): "

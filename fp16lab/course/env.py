@@ -379,7 +379,7 @@ def _no_gpu_check() -> Check:
         why = tr("{why}; torch says: \"{reason}\"", why=why, reason=reason)
     return Check(
         "CUDA GPU", tr("none ({why})", why=why), Status.WARN,
-        tr("lessons run in quick mode on the CPU and show the committed H200 reference outputs for "
+        tr("lessons run in quick mode on the CPU and show the committed reference outputs for "
            "GPU-only results; for your own numbers use an NVIDIA GPU (check `nvidia-smi`, and "
            "`CUDA_VISIBLE_DEVICES`)"),
     )
@@ -486,7 +486,9 @@ def _peak_check(name: str) -> Check:
         "peak table",
         tr("{gpu}: FP32 {fp32}, TF32 {tf32}, FP16 {fp16}, BF16 {bf16}, FP16-accumulate {acc16}, FP8 {fp8} "
            "dense TFLOP/s (cited: {source})", gpu=peak.gpu, fp32=peak.fp32, tf32=peak.tf32, fp16=peak.fp16,
-           bf16=peak.bf16, acc16=peak.fp16_acc16, fp8=peak.fp8, source=cited_source(peak.source)),
+           bf16=peak.bf16, acc16=peak.fp16_acc16, fp8=peak.fp8,
+           source=cited_source(peak.source) + (tr("; FP16-accumulate: {source}", source=cited_source(peak.acc16_source))
+                                               if peak.acc16_source else "")),
     )
 
 

@@ -91,6 +91,9 @@ def _answers(pays_off: object) -> dict[str, object]:
             try:
                 answers[name] = pays_off(name)
             except Exception as exc:  # noqa: BLE001 (any failure of the learner's function is the hint)
+                require(str(exc) != _BORROWED, tr("Hint: pays_off calls the lesson's acc16_cited, which repeats the "
+                                                  "lesson's answer: write the comparison yourself from each chip's "
+                                                  "peaks"))
                 require(False, tr("Hint: pays_off({name!r}) raised {error}: it must answer for every chip name in "
                                   "PEAK_TFLOPS, from that chip's peaks", name=name, error=type(exc).__name__))
     finally:
@@ -99,13 +102,33 @@ def _answers(pays_off: object) -> dict[str, object]:
     return answers
 
 
+_BORROWED = "fp16lab: acc16_cited is the lesson's own rule"
+
+
+def _borrowed(peak: object) -> str:
+    raise LookupError("fp16lab: acc16_cited is the lesson's own rule")  # the literal: it runs with setup's globals
+
+
+def _without_the_lessons_rule(pays_off: object) -> dict[str, object]:
+    """:func:`_answers` with the lab's ``acc16_cited`` (lesson 00 cell 28 calls it) made to refuse, by whatever name
+    the learner's function reaches it: calling it repeats the lesson's answer instead of reading the peaks."""
+    from fp16lab.labs import setup
+
+    code = setup.acc16_cited.__code__
+    setup.acc16_cited.__code__ = _borrowed.__code__
+    try:
+        return _answers(pays_off)
+    finally:
+        setup.acc16_cited.__code__ = code
+
+
 def check_fp16_accumulation(pays_off: object, cards: list[str]) -> None:
     """Exercise 2: ``pays_off(name)`` is True where the cited FP16-accumulate peak is clearly the higher one.
 
     Run on every chip of PEAK_TFLOPS and on HIDDEN_PEAKS, not only on ``cards``: a set of names does not pass.
     """
     require(callable(pays_off), tr("Hint: define a function pays_off(name) that returns True or False"))
-    answers = _answers(pays_off)
+    answers = _without_the_lessons_rule(pays_off)
     require(all(isinstance(v, bool) or type(v).__name__ == "bool_" for v in answers.values()),
             tr("Hint: pays_off must return True or False"))
     wrong = sorted(n for n, v in answers.items() if bool(v) != _pays(n))

@@ -162,8 +162,9 @@ def check_static_scale(max_scale: object, lost_at_max: object, static_enough: ob
                        param_grads: object, activation_grads: object, within_rule: object = None) -> None:
     """Exercise 2: the largest safe power-of-two scale, the share still flushed there, and the verdict.
 
-    ``within_rule`` (the 0.1 % rule as a function of the flushed share) is tried on shares the learner never saw,
-    and ``static_enough`` must be its answer for ``lost_at_max``.
+    ``within_rule`` (the 0.1 % rule as a function of the flushed share; required, so that the rule itself is judged,
+    not one verdict that could be typed) is tried on shares the learner never saw, and ``static_enough`` must be
+    its answer for ``lost_at_max``.
     """
     params, acts = _grad_list("param_grads", param_grads), _grad_list("activation_grads", activation_grads)
     every = params + acts
@@ -226,11 +227,10 @@ def check_static_scale(max_scale: object, lost_at_max: object, static_enough: ob
         require(False, tr("Hint: lost_at_max should be the share of the non-zero gradients that flush to zero at "
                           "max_scale: cast_stats(...) has underflow and nonzero"))
     require(isinstance(static_enough, bool), tr("Hint: static_enough is True or False"))
-    if within_rule is not None:
-        rule = _check_rule(within_rule)
-        require(static_enough == _plain(rule(lost)),
-                tr("Hint: static_enough is not what your within_rule says for lost_at_max: store "
-                   "within_rule(lost_at_max), do not type it"))
+    rule = _check_rule(within_rule)
+    require(static_enough == _plain(rule(lost)),
+            tr("Hint: static_enough is not what your within_rule says for lost_at_max: store "
+               "within_rule(lost_at_max), do not type it"))
     verdict(static_enough == (want <= FLUSH_LIMIT),
             tr("Hint: static_enough follows from lost_at_max and the 0.1 % rule: a larger scale would overflow, so "
                "what flushes at max_scale is lost at every scale"))

@@ -79,8 +79,8 @@ ZH: dict[str, str] = {
     "no CUDA device visible": "看不到 CUDA 设备",
     "torch has no CUDA support": "torch 不支持 CUDA",
     "none ({why})": "无（{why}）",
-    "lessons run in quick mode on the CPU and show the committed H200 reference outputs for GPU-only results; for your own numbers use an NVIDIA GPU (check `nvidia-smi`, and `CUDA_VISIBLE_DEVICES`)":
-        "课程在 CPU 上以快速模式运行，只能在 GPU 上得到的结果改为显示已提交的 H200 参考输出；要得到你自己的数字，请使用 NVIDIA GPU（检查 `nvidia-smi` 和 `CUDA_VISIBLE_DEVICES`）",
+    "lessons run in quick mode on the CPU and show the committed reference outputs for GPU-only results; for your own numbers use an NVIDIA GPU (check `nvidia-smi`, and `CUDA_VISIBLE_DEVICES`)":
+        "课程在 CPU 上以快速模式运行，只能在 GPU 上得到的结果改为显示已提交的参考输出；要得到你自己的数字，请使用 NVIDIA GPU（检查 `nvidia-smi` 和 `CUDA_VISIBLE_DEVICES`）",
     "unset {env} to measure this GPU as it is": "取消设置 {env}，才能按这块 GPU 的真实情况测量",
     "`nvidia-smi` not found or failed; check the driver install": "找不到 `nvidia-smi` 或运行失败；请检查驱动安装",
     "convolutions will be slow; reinstall a CUDA torch wheel (it bundles cuDNN)":
@@ -206,6 +206,9 @@ ZH: dict[str, str] = {
     "data-center parts run it at the FP32-accumulate rate": "数据中心 GPU 运行它的速率与 FP32 累加相同",
     "no cited peak for this chip in fp16lab.hardware.PEAK_TFLOPS; {kind}: measure it (section 6)":
         "fp16lab.hardware.PEAK_TFLOPS 中没有这块芯片的引用峰值；{kind}：请实测（第 6 节）",
+    "; FP16-accumulate: {source}": "；FP16 累加：{source}",
+    "memory: an {n}x{n} matmul's FP32 operands and result take {mib:,.0f} MiB of the {total:,} MiB the {card} reports ({pct:.0%})":
+        "显存：一个 {n}x{n} 矩阵乘法的 FP32 操作数和结果占 {mib:.0f} MiB，{card} 共报告 {total} MiB（{pct:.0%}）",
     "(cited, {source}: {fp16:g} vs {acc16:g} TFLOP/s)": "（引用：{source}，{fp16:g} 对 {acc16:g} TFLOP/s）",
     "{paper} whitepaper, {model} scaled to {sms} SMs": "{paper} 白皮书，由 RTX {model} 按 {sms} 个 SM 折算",
     "{paper} whitepaper per-SM rates x {sms} SMs x {mhz} MHz max boost (laptop clocks vary with power limit)":
