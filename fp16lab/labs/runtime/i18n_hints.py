@@ -198,16 +198,20 @@ HINTS: dict[str, str] = {
     "Hint: assign your corrected training function itself (not its result) to amp_train":
         "提示：把修正后的训练函数本身（不是它的返回值）赋给 amp_train",
     "Hint: amp_train must return the trained model": "提示：amp_train 必须返回训练后的模型",
-    "Hint: the weights did not change although scaler.step(optimizer) ran every step: are the gradients cleared between backward() and scaler.step(), so that each step finds none?":
-        "提示：scaler.step(optimizer) 每一步都运行了，权重却没有变化：是不是在 backward() 和 scaler.step() 之间清空了梯度，以致每一步都找不到梯度？",
-    "Hint: nothing steps the optimizer: the weights are exactly where they started":
-        "提示：没有任何调用让优化器执行 step：权重与开始时完全一样",
+    "Hint: your weights are not float32: keep the master weights in fp32 and let autocast cast the layers":
+        "提示：你的权重不是 float32：主权重保持 fp32，由 autocast 去转换各层",
+    "Hint: the weights did not change: are the gradients cleared between backward() and scaler.step()? Clear them at the start of a step (or after the previous update), never between backward() and step()":
+        "提示：权重没有变化：是不是在 backward() 和 scaler.step() 之间清空了梯度？清空梯度要放在一步开始时（或上一步更新之后），不能夹在 backward() 和 step() 之间",
     "it needs at least two batches in ex_batches: run the cell above the exercise":
         "它需要 ex_batches 里至少有两个批次：先运行练习上面的单元格",
-    "Hint: the loss is not multiplied by an enabled GradScaler once per step: unscaled, small fp16 gradients underflow to zero":
-        "提示：损失没有在每一步都经过一个启用的 GradScaler 放大：不经缩放，较小的 fp16 梯度会下溢为零",
-    "the check's last batch should overflow in the fp16 gradients only, and did not here":
-        "检查用的最后一个批次本应只在 fp16 梯度中上溢，但在这里并非如此",
+    "unscale_ and the clip go before scaler.step(optimizer): step already unscales and applies the gradients, so clipping after it changes nothing this step":
+        "unscale_ 和裁剪要放在 scaler.step(optimizer) 之前：step 已经反缩放并应用了梯度，之后再裁剪对这一步毫无作用",
+    "scaler.update() must follow every scaler.step(optimizer): it readies the scaler for the next step":
+        "每次 scaler.step(optimizer) 之后都必须调用 scaler.update()：它根据本步是否上溢调整缩放因子，为下一步做好准备",
+    "Hint: the loss is not multiplied by an enabled GradScaler once per step: without scaler.scale(loss).backward(), small fp16 gradients underflow to zero":
+        "提示：损失没有在每一步都经过一个启用的 GradScaler 放大：没有 scaler.scale(loss).backward()，较小的 fp16 梯度会下溢为零",
+    "Hint: call scaler.update() once per step, after scaler.step(optimizer): without it the scale never adapts":
+        "提示：每一步在 scaler.step(optimizer) 之后调用一次 scaler.update()：没有它，缩放因子永远不会调整",
     "Hint: the gradients are not cleared every step: backward() adds to .grad, so each update also carries the earlier steps' gradients":
         "提示：梯度没有每一步清空：backward() 会累加到 .grad 上，于是每次更新都带着之前各步的梯度",
     "Hint: the updates are thousands of times too small: the clipping saw gradients still multiplied by the loss scale":
@@ -216,102 +220,59 @@ HINTS: dict[str, str] = {
         "提示：更新量比裁剪后的大：梯度裁剪没有作用在优化器所用的梯度上",
     "Hint: close, but not the same updates: are the forward pass and the loss both inside the fp16 autocast block, and your calls in section 2's order?":
         "提示：很接近，但更新量不一样：前向传播和损失是否都在 fp16 的 autocast 块里？调用顺序是否与第 2 节一致？",
+    "Hint: the forward pass does not run under torch.autocast(device_type=..., dtype=torch.float16) in every step: without it, or with bfloat16, the layers do not compute in fp16":
+        "提示：前向传播没有在每一步都运行在 torch.autocast(device_type=..., dtype=torch.float16) 之下：没有它，或者用了 bfloat16，各层就不以 fp16 计算",
+    "Hint: the optimizer does not use the learning rate passed in: SGD(..., lr=lr), not a number typed in":
+        "提示：优化器没有使用传入的学习率：应写 SGD(..., lr=lr)，而不是手写的数字",
+    "Hint: the gradients are never clipped: call torch.nn.utils.clip_grad_norm_ after scaler.unscale_(optimizer)":
+        "提示：梯度从未被裁剪：在 scaler.unscale_(optimizer) 之后调用 torch.nn.utils.clip_grad_norm_",
+    "Hint: wrong clip threshold: clip to max_norm, the function's argument, not a number typed in":
+        "提示：裁剪阈值不对：裁剪到函数参数 max_norm，而不是手写的数字",
     "Hint: h_probe should be the History that fit returned": "提示：h_probe 应该是 fit 返回的 History",
-    "Hint: h_probe holds {n} steps, not the 20 the exercise asks for": "提示：h_probe 有 {n} 步，而不是练习要求的 20 步",
-    "Hint: the scaler did not start at 2**22: the probe run's scaler had another init_scale (or was the default one, which starts at 65536)":
-        "提示：缩放器不是从 2**22 开始的：试探运行的缩放器用了别的 init_scale（或者是默认的缩放器，它从 65536 开始）",
+    "Hint: train for 20 steps (steps=20)": "提示：训练 20 步（steps=20）",
+    "Hint: the scaler did not start at 2**22: pass scaler=torch.amp.GradScaler(device.type, init_scale=2.0**22)":
+        "提示：缩放器不是从 2**22 开始的：传入 scaler=torch.amp.GradScaler(device.type, init_scale=2.0**22)",
+    "Hint: the first step was not skipped: is the scaler starting at 2**22, in fp16?":
+        "提示：第一步没有被跳过：缩放器是从 2**22 开始的吗？用的是 fp16 吗？",
+    "Hint: every step was skipped: the scale did not get low enough in 20 steps": "提示：每一步都被跳过了：20 步内缩放因子没有降到足够低",
+    "Hint: assign the step number itself, an int, to first_applied (not a Series or a row: int(...iloc[0]))":
+        "提示：把步号本身（一个 int）赋给 first_applied（不是 Series 或一行：int(...iloc[0])）",
+    "Hint: not that step: steps are numbered from 1 (the 'step' column, not the row index), and a skipped step has skipped=True":
+        "提示：不是这一步：步号从 1 开始（看 'step' 列，不是行索引），被跳过的步 skipped=True",
     "correct: your loop trains exactly as the recipe of section 2": "正确：你的训练循环与第 2 节的方案训练结果完全一致",
-    "Hint: your weights were rounded to fp16 before training: .float() after .half() does not bring the lost bits back; never cast the model, autocast casts copies for each layer":
-        "提示：你的权重在训练前被舍入成了 fp16：.half() 之后再 .float() 找不回丢掉的位；不要转换模型本身，autocast 会为每一层转换副本",
-    "Hint: h_probe was trained in {precision}, not fp16: the scaler acts only in fp16":
-        "提示：h_probe 是用 {precision} 训练的，不是 fp16：缩放器只在 fp16 下起作用",
-    "Hint: assign your function itself (first_applied = your_function), not its result":
-        "提示：把函数本身赋给 first_applied（first_applied = your_function），而不是它的返回值",
-    "Hint: when every step was skipped no update was applied: return None then":
-        "提示：每一步都被跳过时，没有任何更新生效：这时应返回 None",
-    "Hint: your function returned None although an update was applied in this history":
-        "提示：这份历史记录中有更新生效了，你的函数却返回了 None",
-    "Hint: that is how many steps were skipped, not which step first applied: an update can be applied before a later skip":
-        "提示：这是被跳过的步数，不是第一个生效的步：更新可能在之后某次跳过之前就已生效",
-    "Hint: that is a row label or position, not a step number: read the 'step' column (a slice of a run does not start at step 1)":
-        "提示：这是行标签或位置，不是步号：要读 'step' 列（一次运行的切片并不从第 1 步开始）",
-    "Hint: that is the first skipped step, not the first applied one":
-        "提示：这是第一个被跳过的步，不是第一个生效的步",
-    "Hint: that is the step after the last skip: an update can be applied before a later skip":
-        "提示：这是最后一次跳过之后的那一步：更新可能在之后某次跳过之前就已生效",
-    "Hint: not that step: which rows had their update applied, and which column numbers the steps?":
-        "提示：不是这一步：哪些行的更新生效了？哪一列给出步号？",
-    "when every step was skipped no update was applied: return None then, do not fail":
-        "每一步都被跳过时没有任何更新生效：这时应返回 None，而不是出错",
-    "run your function on h_probe yourself and read where it fails": "自己在 h_probe 上运行你的函数，看它在哪里出错",
-    "your function raised {kind}: {err}. Hint: {hint}": "你的函数抛出了 {kind}：{err}。提示：{hint}",
-    "correct: your function finds the first applied step in the probe run and in the other histories":
-        "正确：你的函数在这次试探运行和其他历史记录中都找到了第一个生效的步",
+    "correct: the scaler halved its scale on every overflow until the gradients fit in fp16":
+        "正确：每次上溢缩放器都把缩放因子减半，直到梯度能放进 fp16",
     "Hint: define both functions, save_state and load_state, and run their cell":
         "提示：定义 save_state 和 load_state 两个函数，并运行它们所在的单元格",
     "the exercise folder {folder} is gone: run the cell above the exercise again":
         "练习用的文件夹 {folder} 已不存在：重新运行练习上面的单元格",
     "your save_state raised {kind}: {err}": "你的 save_state 抛出了 {kind}：{err}",
+    "Hint: save_state wrote nothing to the path it was given: torch.save(..., path)":
+        "提示：save_state 没有向给它的路径写入任何东西：torch.save(..., path)",
+    "Hint: torch.load(weights_only=True) loads tensors and plain containers only: save the state_dict()s, not the objects":
+        "提示：torch.load(weights_only=True) 只加载张量和普通容器：保存各个 state_dict()，而不是对象本身",
     "run your functions yourself on ex_ckpt and read where they fail": "自己在 ex_ckpt 上运行你的函数，看它们在哪里出错",
     "resuming raised {kind}: {err}. Hint: {hint}": "恢复时抛出了 {kind}：{err}。提示：{hint}",
     "Hint: load_state must return the step the checkpoint was saved at, an int":
         "提示：load_state 必须返回保存检查点时的步号（一个 int）",
+    "Hint: load_state returned another step than the one saved with the state: return the saved step itself (the loop continues from the next one)":
+        "提示：load_state 返回的步号与随状态一起保存的不同：返回保存的那个步号本身（循环会从下一步继续）",
+    "Hint: the weights after load_state are not the saved ones: save model.state_dict() and load it back":
+        "提示：load_state 之后的权重不是保存的那些：保存 model.state_dict() 并把它加载回来",
+    "Hint: the optimizer's state (Adam's moments and step count) was not restored: save optimizer.state_dict() and load it back":
+        "提示：优化器的状态（Adam 的矩估计和步数）没有恢复：保存 optimizer.state_dict() 并把它加载回来",
+    "Hint: the scaler's state (its scale and growth tracker) was not restored: a checkpoint must hold scaler.state_dict(), loaded back with scaler.load_state_dict":
+        "提示：缩放器的状态（缩放因子和增长计数）没有恢复：检查点必须包含 scaler.state_dict()，并用 scaler.load_state_dict 加载回来",
+    "Hint: load with torch.load(path, weights_only=True): weights_only=False can run code from the file; save the state_dict()s, which load without it":
+        "提示：用 torch.load(path, weights_only=True) 加载：weights_only=False 可能执行文件里的代码；保存各个 state_dict()，它们不需要它就能加载",
     "Hint: the state after load_state is right but the run ends elsewhere: did save_state save the state of the step it was given?":
         "提示：load_state 之后的状态是对的，但运行结束时的结果不同：save_state 保存的是它收到的那一步的状态吗？",
     "correct: the resumed run ends bit for bit where a run that never crashed ends":
         "正确：恢复后的训练与从未中断的训练，结果逐位相同",
+    "GradScaler cannot unscale fp16 gradients: the weights must stay fp32 (autocast runs the layers in fp16)":
+        "GradScaler 无法对 fp16 梯度做反缩放：权重必须保持 fp32（由 autocast 以 fp16 运行各层）",
     "run your loop on ex_batches yourself and read where it fails": "自己在 ex_batches 上运行你的循环，看它在哪里出错",
     "your loop raised {kind}: {err}. Hint: {hint}": "你的循环抛出了 {kind}：{err}。提示：{hint}",
-    "Hint: your weights are not float32: the master weights were cast to a 16-bit dtype":
-        "提示：你的权重不是 float32：主权重被转换成了 16 位的 dtype",
-    "your weights are fp16 (the model was cast with .half()): GradScaler cannot unscale fp16 gradients":
-        "你的权重是 fp16（模型被 .half() 转换过）：GradScaler 无法对 fp16 梯度做反缩放",
-    "unscale_ ran after this step's scaler.step(optimizer): the step had already unscaled and applied the gradients, so a clip after it changed nothing this step":
-        "unscale_ 在这一步的 scaler.step(optimizer) 之后才运行：step 已经反缩放并应用了梯度，之后的裁剪对这一步毫无作用",
-    "the scaler was not updated after scaler.step(optimizer): the next step found the previous step's unscale_ state still there":
-        "scaler.step(optimizer) 之后缩放器没有更新：下一步发现上一步 unscale_ 的状态还留着",
-    "scaler.update() found no inf/NaN check of this step's gradients: neither scaler.unscale_ nor scaler.step(optimizer) ran before it, so the optimizer stepped outside the scaler, on gradients still multiplied by the scale":
-        "scaler.update() 找不到对这一步梯度的 inf/NaN 检查：在它之前 scaler.unscale_ 和 scaler.step(optimizer) 都没有运行，所以优化器绕过缩放器执行了 step，用的梯度仍乘着缩放因子",
-    "scaler.update() ran on a step that neither scaler.unscale_ nor scaler.step(optimizer) saw: nothing stepped the optimizer, and nothing checked the gradients for inf/NaN":
-        "scaler.update() 运行时，这一步既没有经过 scaler.unscale_，也没有经过 scaler.step(optimizer)：没有任何东西让优化器更新，也没有任何东西检查梯度中的 inf/NaN",
-    "Hint: scaler.update() does not run once per step: the scale then does not adapt after each step (halving after an overflow, growing after a run of good steps)":
-        "提示：scaler.update() 没有每步运行一次：缩放因子于是不能在每一步之后调整（上溢后减半，连续若干步正常后增大）",
-    "Hint: the optimizer steps on its own, outside the scaler: a step whose gradients overflowed (inf/NaN) is applied to the weights instead of skipped":
-        "提示：优化器绕过缩放器自己执行 step：梯度上溢（inf/NaN）的一步会被应用到权重上，而不是被跳过",
-    "Hint: the optimizer does not use the learning rate passed in: its lr is a number typed in, not the function's argument":
-        "提示：优化器没有使用传入的学习率：它的 lr 是手写的数字，而不是函数的参数",
-    "Hint: your weights hold inf/NaN: a step whose gradients overflowed was applied instead of skipped (the check's last batch overflows in fp16)":
-        "提示：你的权重里有 inf/NaN：梯度上溢的一步被应用了，而不是被跳过（检查用的最后一个批次在 fp16 下会上溢）",
-    "Hint: the forward pass never runs under torch.autocast(device_type=..., dtype=torch.float16): without it, or with bfloat16, the layers do not compute in fp16":
-        "提示：前向传播从未运行在 torch.autocast(device_type=..., dtype=torch.float16) 之下：没有它，或者用了 bfloat16，各层就不以 fp16 计算",
-    "Hint: fp16 autocast was entered {entered} times for {n} steps: one block around several steps keeps the fp16 copies of the weights it cast first (autocast caches them until the block exits), so the later forward passes used stale weights":
-        "提示：{n} 步里只进入了 {entered} 次 fp16 autocast：一个包住多步的块会一直使用它最先转换出的权重 fp16 副本（autocast 会缓存它们，直到退出该块），于是后面的前向传播用的是过时的权重",
-    "Hint: wrong clip threshold: the clip does not use max_norm, the function's argument (a number typed in ignores it)":
-        "提示：裁剪阈值不对：裁剪没有使用函数参数 max_norm（手写的数字会忽略它）",
-    "Hint: the gradients are never clipped: your loop trains exactly as one without clip_grad_norm_":
-        "提示：梯度从未被裁剪：你的循环与不调用 clip_grad_norm_ 的循环训练结果完全一致",
-    "Hint: your loop builds a new GradScaler in every step: each starts again at its initial scale and forgets what the last one learned (the halvings after overflows, the growth tracker)":
-        "提示：你的循环每一步都新建一个 GradScaler：每个都从初始缩放因子重新开始，忘掉上一个学到的东西（上溢后的减半、增长计数器）",
-    "Hint: your function returned a {kind}, not a step number (an int)":
-        "提示：你的函数返回的是 {kind}，不是步号（一个 int）",
-    "it needs a crash after the first saved step (EX_CRASH): run the cell above the exercise again":
-        "它需要一次发生在第一个保存步之后的崩溃（EX_CRASH）：重新运行练习上面的单元格",
-    "Hint: save_state wrote nothing to the path it was given":
-        "提示：save_state 没有向给它的路径写入任何东西",
-    "Hint: the checkpoint holds whole objects (model, optimizer, scaler), which torch.load(weights_only=True) refuses: it loads tensors and plain containers only":
-        "提示：检查点里存的是整个对象（模型、优化器、缩放器），torch.load(weights_only=True) 拒绝加载它们：它只加载张量和普通容器",
-    "Hint: your load_state calls torch.load with weights_only=False, which can run code from the file":
-        "提示：你的 load_state 用 weights_only=False 调用 torch.load，这可能执行文件里的代码",
-    "Hint: after a crash in step {crash}, load_state returned step {got}, but the state it loaded was saved at step {last}":
-        "提示：在第 {crash} 步崩溃后，load_state 返回了第 {got} 步，但它加载的状态是在第 {last} 步保存的",
-    "Hint: load_state returned step {got}, the step of the last save_state call anywhere (the check ran another run, saving to another file, before resuming), not the step of the checkpoint it loaded (saved at step {last}): the step is kept outside the checkpoint, and a resume in a new process knows only the file":
-        "提示：load_state 返回了第 {got} 步，这是最近一次 save_state 调用的步号，不管它写的是哪个文件（检查在恢复之前跑了另一次运行，保存到另一个文件），而不是它加载的检查点的步号（在第 {last} 步保存）：步号存在了检查点之外，而在新进程中恢复时只知道文件里的内容",
-    "Hint: the weights after load_state are not the ones saved at that step":
-        "提示：load_state 之后的权重不是那一步保存的权重",
-    "Hint: the optimizer's state (Adam's moments and step count) after load_state is not the saved one: the resumed Adam starts from fresh moments":
-        "提示：load_state 之后优化器的状态（Adam 的矩估计和步数）不是保存的那个：恢复后的 Adam 从全新的矩估计开始",
-    "Hint: the scaler's state after load_state is not the saved one: its scale or growth tracker is back at a fresh scaler's value":
-        "提示：load_state 之后缩放器的状态不是保存的那个：它的缩放因子或增长计数器回到了新建缩放器的值",
     # lesson 03
     "Hint: assign fixed (the padded copy), fixed_opt (its optimizer) and must_change (a set)":
         "提示：给 fixed（填充后的副本）、fixed_opt（它的优化器）和 must_change（一个集合）赋值",
@@ -326,6 +287,7 @@ HINTS: dict[str, str] = {
         "提示：fixed_opt 持有的不是 fixed 模型的参数：填充之后再构建优化器",
     "Hint: must_change is off: only the findings pad_layers cannot fix (the audit's paddable column is False) need a change of the model's definition":
         "提示：must_change 不对：只有 pad_layers 修不了的问题（audit 的 paddable 列为 False）才需要改模型定义",
+    "Hint: needs_fix must be a dict with one entry per card: keys {keys}": "提示：needs_fix 必须是每张卡一项的字典：键为 {keys}",
     "Hint: each value is a set of (module, dim) pairs, e.g. {('0', 'in_features')}":
         "提示：每个值是 (module, dim) 对的集合，例如 {('0', 'in_features')}",
     "Hint: layout is one of {cl!r} or 'NCHW' (the table's variant names)":
@@ -348,31 +310,8 @@ HINTS: dict[str, str] = {
         "提示：must_change 是 (module, dim) 对的集合，例如 {('layer', 'in_features')}",
     "correct: the copy is padded, computes the same, its optimizer holds the new parameters":
         "正确：副本已填充，计算结果不变，优化器持有新参数",
-    "Hint: needs_fix is a function: needs_fix(model, cards) returns a dict with one set of (module, dim) pairs per card; the check runs it on a second model with other cards too":
-        "提示：needs_fix 是一个函数：needs_fix(model, cards) 返回一个字典，每张卡一个 (module, dim) 对的集合；检查还会换一组显卡，在第二个模型上运行它",
-    "Hint: needs_fix takes two arguments, the model and the cards: needs_fix(model, cards)":
-        "提示：needs_fix 接受两个参数，模型和显卡：needs_fix(model, cards)",
-    "the second model": "第二个模型",
-    "Hint: needs_fix raised {kind} ({message}) on {which} with cards {cards}: it must work for any model and any cards of PROFILES":
-        "提示：needs_fix 抛出了 {kind}（{message}）（模型：{which}，显卡：{cards}）：它必须对任何模型、PROFILES 中的任何显卡都能工作",
-    "Hint: needs_fix raised {kind} ({message}) on {which} with cards {cards}: it must work for any model and any cards of PROFILES (the check adds {added} to PROFILES while it runs)":
-        "提示：needs_fix 抛出了 {kind}（{message}）（模型：{which}，显卡：{cards}）：它必须对任何模型、PROFILES 中的任何显卡都能工作（检查运行期间会把 {added} 加入 PROFILES）",
-    "Hint: needs_fix(model, cards) must return a dict with one entry per card, got {kind}":
-        "提示：needs_fix(model, cards) 必须返回每张卡一项的字典，现在得到的是 {kind}",
-    "Hint: on {which} needs_fix returned the lesson's cards {keys}, not the cards it was given ({cards}): one entry per card in cards (pairs or precisions typed in for the lesson's cards cannot follow other cards)":
-        "提示：needs_fix 返回的是本课那两张卡 {keys}，而不是传给它的显卡 {cards}（模型：{which}）：cards 中每张卡一项（为本课的显卡手写的对或精度，换了显卡就不对了）",
-    "Hint: needs_fix(model, cards) must return a dict with one entry per card in cards: on {which} it was given {cards} and returned keys {keys}":
-        "提示：needs_fix(model, cards) 必须返回 cards 中每张卡一项的字典：传入的是 {cards}，返回的键却是 {keys}（模型：{which}）",
-    "Hint: {card} on {which}: that audit is for the other precision: does this chip (sm_{sm}) have TF32? Ask chip_features(PROFILES[card].capability)":
-        "提示：{card}（模型：{which}）：这是按另一种精度做的 audit：这块芯片（sm_{sm}）支持 TF32 吗？问 chip_features(PROFILES[card].capability)",
-    "Hint: {card} (sm_{sm}) on {which}: that audit is for the other precision, yet {like} (sm_{like_sm}) on mlp was right, and chip_features says the same about TF32 for both chips: decide by what the chip supports, not by the card's name or its place in cards":
-        "提示：{card}（sm_{sm}，模型：{which}）：这是按另一种精度做的 audit，可 {like}（sm_{like_sm}）在 mlp 上是对的，而 chip_features 对这两块芯片是否支持 TF32 的回答相同：要按芯片支持什么来决定，而不是按显卡的名字或它在 cards 中的位置",
-    "Hint: {card}: right for mlp but not for the second model: needs_fix audits mlp, not the model it is given":
-        "提示：{card}：对 mlp 是对的，对第二个模型却不对：needs_fix 审查的是 mlp，而不是传给它的模型",
-    "Hint: {card} on {which}: the findings pad_layers cannot fix are missing: needs_fix lists every misaligned pair, paddable or not":
-        "提示：{card}（模型：{which}）：缺了 pad_layers 修不了的那些问题：needs_fix 要列出每个未对齐的对，无论能否填充",
-    "Hint: {card} on {which}: {missing} of the audit's (module, dim) pairs missing, {extra} extra: audit the model needs_fix is given with the card's precision, then take its (module, dim) pairs":
-        "提示：{card}（模型：{which}）：audit 找出的 (module, dim) 对缺了 {missing} 个，多了 {extra} 个：用这张卡的精度审查传给 needs_fix 的模型，再取其中的 (module, dim) 对",
+    "Hint: {card}: not the audit's findings: audit(model, precision=...) with the card's precision, then its (module, dim) pairs":
+        "提示：{card}：这不是 audit 的结果：用这张卡的精度调用 audit(model, precision=...)，再取其中的 (module, dim) 对",
     "correct: the alignment a card needs follows from the precision it runs": "正确：一张卡需要的对齐取决于它运行的精度",
     "section 10 left measured as None (no GPU here and no committed reference found): the check needs its ResNet-50 kernel times":
         "第 10 节的 measured 是 None（本机没有 GPU，也没有找到提交的参考结果）：这个检查需要其中 ResNet-50 的核函数时间",
@@ -385,6 +324,11 @@ HINTS: dict[str, str] = {
     "Hint: kernel_gain is upside down: channels_last's time over NCHW's":
         "提示：kernel_gain 颠倒了：这是 channels_last 的时间除以 NCHW 的时间",
     "correct: the layout and the kernel-time evidence for it": "正确：布局选对了，核函数时间也支持它",
+    "{sm} has TF32 (Ampere and newer), so the FP32 model runs TF32 there: multiples of 4":
+        "{sm} 支持 TF32（Ampere 及更新的架构），所以 FP32 模型在那里以 TF32 运行：4 的倍数",
+    "{sm} has no TF32 (it came with Ampere), so this card trains in FP16 autocast: multiples of 8":
+        "{sm} 没有 TF32（它随 Ampere 才出现），所以这张卡用 FP16 autocast 训练：8 的倍数",
+    "Hint: {card}: that is the {other} audit, but {why}": "提示：{card}：这是 {other} 下的 audit 结果，但 {why}",
     # lesson 04
     "Hint: assign both first_bad and safe_model": "提示：请给 first_bad 和 safe_model 都赋值",
     "Hint: first_bad must be a module name (a string such as 'inp')": "提示：first_bad 必须是模块名（例如 'inp' 这样的字符串）",
@@ -455,28 +399,15 @@ HINTS: dict[str, str] = {
     "correct: a safety net that stops the explosion and lets the run learn": "正确：这是一张安全网，既挡住了梯度爆炸，又让训练能学习",
     "correct: FP32 inside the function, finite output and gradient": "正确：函数内部用 FP32，输出和梯度都是有限值",
     # lesson 05
-    "Hint: batch_plan is a function: batch_plan(frame) returns (micro_batch, accum_steps) for that search table; the check runs it on a second table too":
-        "提示：batch_plan 是一个函数：batch_plan(frame) 针对这张搜索结果表返回 (micro_batch, accum_steps)；检查还会在第二张表上运行它",
-    "Hint: batch_plan(frame) raised {err}: it must work on any search table with the columns of fits.frame":
-        "提示：batch_plan(frame) 抛出了 {err}：它必须能处理任何与 fits.frame 列相同的搜索结果表",
-    "Hint: batch_plan(frame) returns two positive ints, (micro_batch, accum_steps)":
-        "提示：batch_plan(frame) 返回两个正整数 (micro_batch, accum_steps)",
-    "Hint: batch_plan gave the same plan for a different search table: compute it from the frame it is given, not from fits.frame (or numbers typed in)":
-        "提示：换了一张搜索结果表，batch_plan 给出的方案却没变：要用传给它的 frame 来计算，而不是用 fits.frame（或手敲的数字）",
-    "Hint: micro_batch and accum_steps are swapped: the micro-batch is the images per forward pass, accum_steps how many of them make one optimizer step":
-        "提示：micro_batch 和 accum_steps 写反了：微批次是每次前向传播的图像数，accum_steps 是多少个微批次构成一次优化器更新",
+    "Hint: micro_batch and accum_steps are positive ints": "提示：micro_batch 和 accum_steps 是正整数",
     "Hint: micro_batch × accum_steps must be the effective batch, {target}: pick a micro-batch that divides it":
         "提示：micro_batch × accum_steps 必须等于有效批处理大小 {target}：选一个能整除它的微批次",
-    "Hint: that plan comes from the largest batch among all rows that fitted, whatever their precision (this table also has {others} rows): keep only the fp16 rows before taking the largest":
-        "提示：这个方案取的是所有放得下的行中最大的批处理大小，不分精度（这张表还有 {others} 的行）：先只保留 fp16 行，再取最大值",
     "Hint: that micro-batch did not fit: read the fp16 rows with ok=True": "提示：这个微批次放不下：看 ok=True 的 fp16 行",
     "Hint: a larger micro-batch that divides {target} fits too, and fewer micro-batches per step are faster":
         "提示：还有更大的、能整除 {target} 的微批次也放得下，而每步的微批次越少越快",
     "Hint: assign your function (x -> tensor) to normalise_lean": "提示：把你的函数（x -> 张量）赋给 normalise_lean",
     "Hint: normalise_lean changed its input: the caller still needs x": "提示：normalise_lean 改动了它的输入：调用方还要用 x",
     "Hint: the values differ from normalise(x)": "提示：数值与 normalise(x) 不同",
-    "Hint: normalise_lean returned {got}, but its input is {want}: compute in the input's dtype (no .half() or autocast here)":
-        "提示：normalise_lean 返回的是 {got}，而它的输入是 {want}：请用输入的 dtype 计算（这里不要 .half()，也不要 autocast）",
     "Hint: normalise_lean allocated {used:.1f} times its input's size: create one new tensor, then update it with in-place ops (their names end in an underscore)":
         "提示：normalise_lean 分配了输入大小的 {used:.1f} 倍：只新建一个张量，再用原地操作（名称以下划线结尾）更新它",
     "Hint: assign your function (x, w -> tensor) to gated_fixed": "提示：把你的函数（x, w -> 张量）赋给 gated_fixed",
@@ -495,92 +426,38 @@ HINTS: dict[str, str] = {
     "Hint: the backward pass fails ({err}...): which tensor does sigmoid's backward need, and who changes it?":
         "提示：反向传播失败（{err}...）：sigmoid 的 backward 需要哪个张量？又是谁改动了它？",
     # lesson 06
-    "assign num and den (config names) and like_for_like (your function)":
-        "给 num 和 den（配置名）以及 like_for_like（你的函数）赋值",
-    "like_for_like is a function: (frame, num, den) -> (ratio, spread, choice)":
-        "like_for_like 是一个函数：(frame, num, den) -> (ratio, spread, choice)",
-    "like_for_like(frame, num, den) raised {err}: it must work on any run's frame":
-        "like_for_like(frame, num, den) 抛出了 {err}：它必须对任何一次运行的 frame 都能工作",
-    "like_for_like(frame, num, den) returns three values: (ratio, spread, choice)":
-        "like_for_like(frame, num, den) 返回三个值：(ratio, spread, choice)",
-    "like_for_like gives the same ratio for a run whose {num} is twice as fast: compute from its `frame` argument, not from a frame outside the function":
-        "对一次 {num} 快一倍的运行，like_for_like 给出的比值不变：请用它的 `frame` 参数计算，而不是函数外的某个 frame",
-    "num and den are configuration names, as in CONFIGS": "num 和 den 是配置名，与 CONFIGS 中的一致",
-    "num and den are swapped: num is the row with the fused Adam": "num 和 den 颠倒了：num 是使用融合 Adam 的那一行",
-    "num is the recipe, the row with the fused Adam": "num 是推荐方案，即使用融合 Adam 的那一行",
-    "like for like: that pair also differs in {what}; pick the row that differs in the optimizer alone":
-        "要同类相比：这一对还在 {what} 上不同；请选只在优化器上不同的那一行",
-    "that pair has the same optimizer: it cannot show what the fused Adam does":
-        "这一对的优化器相同：它看不出融合 Adam 的作用",
+    "assign choice (fp16_cl, bf16_cl or tie), ratio and spread (numbers)":
+        "给 choice（fp16_cl、bf16_cl 或 tie）、ratio 和 spread（数）赋值",
+    "like for like: that row also changes the optimizer, the layout, the loop or adds a compile; "
+    "compare the two rows that differ in precision alone":
+        "要同类相比：这一行还改变了优化器、布局、训练循环或加了编译；请比较只有精度不同的两行",
+    "ratio: upside down: bf16_cl's images/s over fp16_cl's in each round":
+        "ratio：比值颠倒了：应是每一轮中 bf16_cl 的 images/s 除以 fp16_cl 的",
+    "ratio: the median of the per-round ratios bf16_cl / fp16_cl of the interleaved rounds "
+    "(part 'repeat'), not one run's figures":
+        "ratio：取交替轮次（part 为 'repeat'）中每轮比值 bf16_cl / fp16_cl 的中位数，而不是单次运行的数字",
+    "spread: the largest |round ratio - median| of those ratios": "spread：这些比值中最大的 |每轮比值 - 中位数|",
+    "the difference is inside the spread: call it a tie": "差异在波动幅度之内：应判为持平",
+    "the difference is larger than the spread: that is not a tie": "差异大于波动幅度：不是持平",
+    "measure, do not follow the guide: the faster of the two is the one whose images/s is higher in the rounds":
+        "要靠测量，不要照搬指南：两者中更快的是在各轮中 images/s 更高的那个",
+    "assign ratio_median and ratio_spread": "给 ratio_median 和 ratio_spread 赋值",
     "this run has no interleaved rounds of both {num} and {den}": "这次运行没有 {num} 和 {den} 交替进行的轮次",
-    "ratio: that divides two medians (or two comparison rows); the rounds pair the runs, one ratio per round":
-        "ratio：这是两个中位数（或两条对比行）相除；各轮把两次运行配成对，每轮一个比值",
-    "ratio: that is the mean of the per-round ratios; one disturbed round moves a mean":
-        "ratio：这是每轮比值的平均值；一个受干扰的轮次就会拉动平均值",
-    "ratio: upside down: num over den": "ratio：比值颠倒了：应是 num 比 den",
-    "ratio: that is one round's ratio; combine the rounds": "ratio：这只是某一轮的比值；要把各轮合起来",
-    "ratio: a percentage; give the plain ratio": "ratio：这是百分数；请给出比值本身",
-    "ratio: rounded; pass the unrounded value": "ratio：被四舍五入了；请传入未取整的值",
-    "ratio: not what the interleaved rounds (part 'repeat') of that pair give":
-        "ratio：与这一对在交替轮次（part 为 'repeat'）中得到的不符",
-    "spread: that is a standard deviation": "spread：这是标准差",
-    "spread: that is the whole range (max - min), not a distance from the median":
-        "spread：这是整个范围（max - min），不是离中位数的距离",
-    "spread: measured from the mean, not the median": "spread：这是从平均值量起的，不是从中位数",
-    "spread: rounded; pass the unrounded value": "spread：被四舍五入了；请传入未取整的值",
-    "spread: not what the per-round ratios give": "spread：与每轮比值得到的不符",
-    "choice is one of 'faster', 'slower' or 'tie'": "choice 取 'faster'、'slower' 或 'tie' 之一",
-    "the difference from 1 is not larger than the spread": "与 1 的差不大于波动幅度",
-    "the difference from 1 is larger than the spread: that is not a tie": "与 1 的差大于波动幅度：不是持平",
-    "choice: the direction is reversed": "choice：方向反了",
-    "assign mfu and expected_img_per_s (numbers)": "给 mfu 和 expected_img_per_s（数）赋值",
-    "pass the lesson's `evidence` (a BenchResult)": "请传入本课的 `evidence`（一个 BenchResult）",
-    "the chip of this run ({chip}) is not in the peak table: no MFU": "这次运行的芯片（{chip}）不在峰值算力表中：无法计算 MFU",
-    "the card {card} is not in the peak table": "显卡 {card} 不在峰值算力表中",
-    "mfu: that counts the forward pass only; a training step also runs the backward":
-        "mfu：这只算了前向传播；一个训练步还要做反向传播",
-    "mfu: that counts multiply-adds (torchvision's GFLOPS), not FLOPs, and the forward pass only":
-        "mfu：这算的是乘加次数（torchvision 的 GFLOPS），不是 FLOPs，而且只算了前向传播",
-    "mfu: the yardstick is the FP16 peak (FP32 accumulate) for every row, not the TF32 or FP32 peak":
-        "mfu：每一行的标尺都是 FP16 峰值算力（FP32 累加），不是 TF32 或 FP32 的峰值",
-    "mfu: a percentage; give the fraction": "mfu：这是百分数；请给出比例本身",
-    "mfu: units: the peak is in TFLOP/s (1e12 FLOP/s)": "mfu：单位：峰值算力以 TFLOP/s（1e12 FLOP/s）计",
-    "mfu: that is another row's; take the recipe's": "mfu：这是另一行的；请用推荐方案的那一行",
-    "mfu: not what the recipe's images/s, the FLOPs per training step and the chip's peak give":
-        "mfu：与推荐方案的 images/s、每个训练步的 FLOPs 和芯片峰值算力得到的不符",
-    "expected_img_per_s: that is the measured chip's images/s, not scaled to the card":
-        "expected_img_per_s：这是实测芯片的 images/s，没有换算到这张卡",
-    "expected_img_per_s: upside down: a card with a lower peak is slower":
-        "expected_img_per_s：比值颠倒了：峰值算力较低的卡更慢",
-    "expected_img_per_s: that peak is FP16 with FP16 accumulate; autocast accumulates in FP32":
-        "expected_img_per_s：这个峰值是 FP16 累加的 FP16；autocast 用 FP32 累加",
-    "expected_img_per_s: the same yardstick on both chips: the FP16 peak (FP32 accumulate)":
-        "expected_img_per_s：两块芯片用同一把标尺：FP16 峰值算力（FP32 累加）",
-    "expected_img_per_s: that counts the forward pass only": "expected_img_per_s：这只算了前向传播",
-    "expected_img_per_s: not what the same MFU gives on that card's peak":
-        "expected_img_per_s：与相同 MFU 在这张卡的峰值算力上得到的不符",
+    "ratio_spread: the largest |round ratio - median| (not the standard deviation, not max - min)":
+        "ratio_spread：最大的 |每轮比值 - 中位数|（不是标准差，也不是 max - min）",
     "assign break_even_steps (a number), compile_short and compile_long (True or False)":
         "给 break_even_steps（一个数）、compile_short 和 compile_long（True 或 False）赋值",
     "compile_short and compile_long are decisions: True or False": "compile_short 和 compile_long 是判断结果（True 或 False）",
     "compile a job only when it runs more steps than the break-even": "只有当任务的步数超过盈亏平衡点时才编译",
+    "ratio_median: that is the ratio of the two medians; take the median of the per-round ratios":
+        "ratio_median：这是两个中位数之比；应取每轮比值的中位数",
+    "ratio_median: divide num by den within each round, then take the median (not the mean) of those ratios":
+        "ratio_median：在每一轮内用 num 除以 den，再取这些比值的中位数（不是平均值）",
     "this run has no {name} row: use the lesson's `evidence`": "这次运行没有 {name} 行：请用本课的 `evidence`",
-    "the compiled recipe is not faster per step here: can it ever catch up?":
-        "在这里编译版方案每步并不更快：它还能追得上吗？",
-    "break_even_steps: the recipe pays a first step too (cuDNN's autotuning); you charged the compile for all of the compiled one":
-        "break_even_steps：推荐方案也要付出首步的代价（cuDNN 自动调优）；你把编译版首步的全部耗时都算成了编译的代价",
-    "break_even_steps: units: the first steps are in seconds, your step time in milliseconds":
-        "break_even_steps：单位：首步以秒计，而你的每步时间以毫秒计",
-    "break_even_steps: that counts images, not steps (a step is one batch)":
-        "break_even_steps：这数的是图像，不是步数（一步是一个批次）",
-    "break_even_steps: a difference of images/s is not the time a step saves":
-        "break_even_steps：images/s 之差不是每一步节省的时间",
-    "break_even_steps: the sign: the compiled step is the shorter one": "break_even_steps：符号反了：编译版的每一步更短",
-    "break_even_steps: rounded down: after that many steps the compiled run has not caught up yet":
-        "break_even_steps：向下取整了：跑完这么多步时，编译后的运行还没有追上",
-    "choice: the same verdict on a run whose rounds give another one: compute it from ratio and spread, do not type it":
-        "choice：换一个各轮结果给出不同结论的运行，你的结论却没变：请根据 ratio 和 spread 计算它，不要手工填写",
-    "break_even_steps: not what the two rows' first steps and images/s give":
-        "break_even_steps：与这两行的首步和 images/s 得到的不符",
+    "the compiled recipe is not faster per step here: it never breaks even (break_even_steps = math.inf)":
+        "在这里编译版方案每步并不更快：永远回不了本（break_even_steps = math.inf）",
+    "break_even_steps: (compiled first step s - recipe first step s) / (seconds a step saves), with a step's seconds = batch / images per second; both first steps count":
+        "break_even_steps：（编译版首步秒数 - 推荐方案首步秒数）/（每步节省的秒数），其中一步的秒数 = 批处理大小 / 每秒图像数；两个首步都要算",
     # lesson 07
     "return a tensor shaped like v: (tokens, d)": "返回与 v 形状相同的张量：(tokens, d)",
     "return the inputs' dtype ({want}), not {got}: cast back at the end": "返回输入的 dtype（{want}），而不是 {got}：最后再转换回来",
@@ -588,8 +465,6 @@ HINTS: dict[str, str] = {
         "写一个函数 (q, k, v, keep) -> 张量，赋给 fixed_attention",
     "inf/NaN on the last row, a query with no key to attend to: what does the softmax make of a row whose scores are all -inf?":
         "最后一行出现 inf/NaN，这个查询没有可关注的键：如果一行的分数全是 -inf，softmax 会得到什么？",
-    "finite, but the 1/sqrt(d) scale acts on the output (or v, or the probabilities): what must it act on so that the softmax sees it?":
-        "结果有限，但 1/sqrt(d) 缩放作用在了输出上（或 v、或概率上）：它应该作用在什么上，softmax 才能看到它？",
     "right for a causal mask, wrong for another one: the function adds a causal mask of its own to keep, or uses one instead of keep":
         "对因果掩码正确，换一个掩码就错了：函数在 keep 之外又加了自己构造的因果掩码，或者用它代替了 keep",
     "finite, but this is attention without the 1/sqrt(d) scale: is it there?": "结果有限，但这是没有 1/sqrt(d) 缩放的注意力：缩放加上了吗？",
@@ -665,14 +540,8 @@ HINTS: dict[str, str] = {
     "{name}: use one of the table's method names: {methods}": "{name}：请用表中的方法名之一：{methods}",
     "{name}: count the setup too: a process of {calls:,} calls takes setup_s + calls × ms / 1000 seconds":
         "{name}：准备开销也要算上：一个处理 {calls} 次调用的进程耗时 setup_s + 调用次数 × ms / 1000 秒",
-    "{name}: eager is the baseline, not the default: total every method as setup_s + calls × ms / 1000 seconds and compare them all":
-        "{name}：eager 是基线，不是默认答案：按 setup_s + 调用次数 × ms / 1000 秒算出每种方法的总耗时，再全部比较",
-    "{name}: eager pays no setup, but its time per call counts {calls:,} times, in seconds: calls × ms / 1000 (ms is milliseconds: divide by 1000, not 10^6)":
-        "{name}：eager 没有准备开销，但它每次调用的耗时要算 {calls} 次，而且要换算成秒：调用次数 × ms / 1000（ms 是毫秒：除以 1000，而不是 10^6）",
-    "{name}: units: ms is milliseconds, so calls × ms / 1000 is seconds; divided by 10^6 the time per call all but vanishes next to the setup":
-        "{name}：单位换算错了：ms 是毫秒，所以调用次数 × ms / 1000 才是秒；除以 10^6 会让每次调用的耗时在准备开销面前几乎消失",
-    "correct; {calls:,} calls: {answer} and {others} tie (their paired per-round totals differ by less than their spread), so either counts; at the medians {best} wins":
-        "正确；{calls} 次调用：{answer} 与 {others} 持平（两者逐轮配对的总耗时之差小于其波动幅度），所以选哪个都算对；按中位数是 {best} 胜出",
+    "{name}: eager is the baseline, not the default: total every method, the hand-captured graph too, not only torch.compile against eager (setup_s + calls × ms / 1000 seconds)":
+        "{name}：eager 是基线，不是默认答案：把每种方法的总耗时都算出来，手动捕获的 CUDA Graph 也要算，而不只是拿 torch.compile 和 eager 比（setup_s + 调用次数 × ms / 1000 秒）",
     "{name}: a setup is paid once, the time per call {calls:,} times: total each method as setup_s + calls × ms / 1000 seconds and take the smallest":
         "{name}：准备开销只付一次，每次调用的耗时要付 {calls} 次：按 setup_s + 调用次数 × ms / 1000 秒算出每种方法的总耗时，取最小的",
     "ex_net was changed in place (cast or given an island): rebuild it by re-running its cell, and work on copies (copy.deepcopy(ex_net))":
@@ -700,15 +569,9 @@ HINTS: dict[str, str] = {
     # lesson 09
     "write a function x -> (data, scale) and assign it to my_rowwise": "写一个函数 x -> (data, scale)，赋给 my_rowwise",
     "return a tuple (data, scale)": "返回元组 (data, scale)",
-    "one scale per row, shaped to broadcast against x: (rows, 1)":
-        "每行一个缩放因子，形状要能与 x 广播：(rows, 1)",
+    "one scale per row: shape (rows, 1) (amax over dim=1 with keepdim=True)":
+        "每行一个缩放因子：形状为 (rows, 1)（在 dim=1 上取 amax，keepdim=True）",
     "scale = 448 / (the row's largest |value|), one per row": "scale = 448 /（该行最大的 |value|），每行一个",
-    "my_rowwise raised {kind} on a BF16 input ({err}): activations arrive in BF16 under autocast":
-        "my_rowwise 在 BF16 输入上抛出了 {kind}（{err}）：在 autocast 下，激活值以 BF16 到达",
-    "on a BF16 input the scale came out in BF16 (or rounded through it): compute amax and 448 / amax in float32 whatever x's dtype":
-        "在 BF16 输入上，缩放因子成了 BF16（或中途被舍入为 BF16）：无论 x 是什么 dtype，amax 和 448 / amax 都要用 float32 计算",
-    "on a BF16 input, multiply x * scale in float32 before the clamp and the cast":
-        "在 BF16 输入上，先用 float32 计算 x * scale，再钳位并转换",
     "the all-zero row gets scale inf (448 / 0): clamp amax below at 1e-12 before dividing":
         "全零的那一行得到的缩放因子是 inf（448 / 0）：做除法之前先把 amax 的下限钳位到 1e-12",
     "an all-zero row's scale is set by the clamp on amax: clamp below at 1e-12, as the exercise says":
@@ -744,10 +607,10 @@ HINTS: dict[str, str] = {
         "乘积相差很远：torch._scaled_mm 接收的缩放因子是倒数 1/scale",
     "quantise both operands tensorwise to E4M3 with scale 448/amax, clamped to ±448":
         "两个操作数都按整个张量量化为 E4M3，缩放因子为 448/amax，并钳位到 ±448",
-    "my_rowwise raised {kind} ({err}): one scale per row must broadcast against x (rows, columns), so it needs the shape (rows, 1)":
-        "my_rowwise 抛出了 {kind}（{err}）：每行一个缩放因子，要能与 x（rows, columns）广播，所以形状必须是 (rows, 1)",
-    "torch._scaled_mm refused it ({err}): b must be stored column-major (stride(0) == 1) and the scales must be float32 tensors":
-        "torch._scaled_mm 拒绝了它（{err}）：b 必须按列主序存储（stride(0) == 1），缩放因子必须是 float32 张量",
+    "my_rowwise raised {kind} ({err}): one scale per row must broadcast against x, so take amax over dim=1 with keepdim=True: shape (rows, 1)":
+        "my_rowwise 抛出了 {kind}（{err}）：每行一个缩放因子，要能与 x 广播，所以在 dim=1 上取 amax 并设 keepdim=True：形状 (rows, 1)",
+    "torch._scaled_mm refused it ({err}): b must be column-major (b.t().contiguous()...t()) and the scales float32 tensors":
+        "torch._scaled_mm 拒绝了它（{err}）：b 必须是列主序（b.t().contiguous()...t()），缩放因子必须是 float32 张量",
     "scale must be float32, as torch._scaled_mm takes it (yours is {dtype})":
         "scale 必须是 float32，torch._scaled_mm 就按 float32 接收（你的是 {dtype}）",
     "the product was rounded to BF16 (out_dtype=torch.bfloat16, then .float()?): ask torch._scaled_mm for out_dtype=torch.float32 directly":
@@ -760,20 +623,12 @@ HINTS: dict[str, str] = {
         "evidence 是一个以 ms 计的时间：加速比是比值 hp_ms / fp8_ms（speedup 列）",
     "evidence is not in the table: use the measured speedup at the model's width, not a datasheet ratio or a typed-in number":
         "evidence 不在表中：用模型宽度处实测的 speedup，不要用规格书上的比值或手写的数",
-    "correct reading of the table, and a tie: {why}, so either choice is defensible; section 3a says which measurement decides":
-        "表读对了，但两者持平：{why}，所以两种选择都说得通；3a 节说明由哪项测量来决定",
-    "evidence is the wall-clock ratio, which a lone layer's host time sets: the filter reads GPU kernel time (the speedup column)":
-        "evidence 是墙钟时间之比，它由单独一层的主机端时间决定：筛选器看的是 GPU kernel 时间（speedup 列）",
-    "its verdict column says so: the median per-round speed-up is no farther from 1 than its rounds lie from it":
-        "它的 verdict 列这样判定：各轮加速比的中位数离 1 并不比各轮离中位数更远",
-    "an operand reached torch._scaled_mm as {dtypes}: the exercise quantises both to E4M3":
-        "有操作数以 {dtypes} 进入了 torch._scaled_mm：本练习要求两个操作数都量化为 E4M3",
-    "it is within {tie:.0%} of 1, closer than one timing per width can resolve":
-        "这个加速比与 1 相差不到 {tie:.0%}，每个宽度只计时一次分辨不出这么小的差别",
+    "correct reading of the table, and a tie: this speed-up is within {tie:.0%} of 1, closer than one timing per width can resolve, so either choice is defensible; section 3a says which measurement decides":
+        "表读对了，但两者持平：这个加速比与 1 相差不到 {tie:.0%}，每个宽度只计时一次分辨不出这么小的差别，所以两种选择都说得通；3a 节说明由哪项测量来决定",
     "amax_log holds fewer than two steps: run section 2's probe training first":
         "amax_log 不足两步：先运行第 2 节的探测训练",
-    "the second operand is row-major: CUDA's torch._scaled_mm wants it column-major (this CPU kernel accepts both): b must be stored column-major, stride(0) == 1":
-        "第二个操作数是行主序：CUDA 上的 torch._scaled_mm 要求列主序（这里的 CPU 核函数两种都接受）：b 必须按列主序存储，即 stride(0) == 1",
+    "the second operand is row-major: CUDA's torch._scaled_mm wants it column-major (this CPU kernel accepts both); quantise b.t().contiguous() and pass its .t()":
+        "第二个操作数是行主序：CUDA 上的 torch._scaled_mm 要求列主序（这里的 CPU 核函数两种都接受）；量化 b.t().contiguous()，再传入它的 .t()",
     "the first operand must stay row-major: the column-major layout belongs to the second, b":
         "第一个操作数必须保持行主序：列主序是对第二个操作数 b 的要求",
     "pass scale_a and scale_b as float32 tensors (0-d for tensorwise): torch._scaled_mm takes no Python floats and no 16-bit scales":
@@ -791,17 +646,24 @@ HINTS: dict[str, str] = {
     "10 GbE carries 10 Gbit/s: divide by its bytes per second, an eighth of that":
         "10 GbE 每秒传 10 Gbit：要除以它每秒的字节数，也就是它的八分之一",
     "a BF16 gradient is 2 bytes on the wire, not 4": "BF16 梯度在链路上占 2 个字节，不是 4 个",
+    "grad_seconds: section 8's ring all-reduce time for two ranks, with your dtype's bytes per parameter":
+        "grad_seconds：用第 8 节的环形 all-reduce 时间，两个 rank，按你所选 dtype 每个参数的字节数计算",
     "cast g_ex to float16, then divide by 8, and count the zeros": "先把 g_ex 转换为 float16，再除以 8，然后数零的个数",
     "multiply by the scale 2**16 before the cast": "转换之前先乘以缩放因子 2**16",
     "use_fsdp is True or False": "use_fsdp 是 True 或 False",
     "compare DDP's bytes per GPU with half the card: is the other half left for gradients and activations?":
         "把 DDP 每块 GPU 占用的字节数与半块显卡比较：另一半是否还留给梯度和激活值？",
+    "gib_per_gpu: section 7's measured held bytes per parameter (of the setup you chose) for 1.3 billion parameters, in GiB (2**30 bytes)":
+        "gib_per_gpu：用第 7 节实测的每参数占用字节数（你所选方案的），按 13 亿参数计算，单位 GiB（2**30 字节）",
     "each entry of half_grads is the gradient of one half's mean loss": "half_grads 的每一项是其中一半数据平均损失的梯度",
     "(this torch build cannot run bf16_compress_hook; on a CUDA build it can)":
         "（这个 torch 不是 CUDA 版，不能运行 bf16_compress_hook；CUDA 版 torch 可以）",
     "{name} is a fraction between 0 and 1": "{name} 是 0 到 1 之间的比例",
-    "{name} is a number: the GiB one rank sends per step": "{name} 是一个数：每个 rank 每步发送的 GiB 数",
-    "GiB is 2**30 bytes, not 1e9": "GiB 是 2**30 字节，不是 1e9",
+    "traffic_ratio is a number: FSDP2's bytes per step divided by DDP's": "traffic_ratio 是一个数：FSDP2 每步发送的字节数除以 DDP 的",
+    "1.5x is ZeRO's ratio when weights and gradients share one dtype; fsdp_bf16_fp32 gathers 2-byte BF16 weights but reduce-scatters 4-byte FP32 gradients":
+        "1.5 倍是 ZeRO 在权重和梯度同一种 dtype 时的比值；fsdp_bf16_fp32 all-gather 的是 2 字节的 BF16 权重，reduce-scatter 的却是 4 字节的 FP32 梯度",
+    "0.75 counts one all-gather, or all three collectives in BF16: FSDP2 all-gathers each block's BF16 weights twice per step (for forward, and again for backward: reshard_after_forward frees them in between), and fsdp_bf16_fp32 reduce-scatters 4-byte FP32 gradients":
+        "0.75 只算了一次 all-gather，或者把三次集合通信都按 BF16 算了：FSDP2 每步对每个块的 BF16 权重 all-gather 两次（前向一次，反向再一次：reshard_after_forward 在两次之间释放它们），而 fsdp_bf16_fp32 reduce-scatter 的是 4 字节的 FP32 梯度",
     "each entry of half_grads is ex_model[0].weight.grad of one half: same shape and dtype (FP32) as that weight":
         "half_grads 的每一项是其中一半数据的 ex_model[0].weight.grad：形状和 dtype（FP32）都与该权重相同",
     "avg_grad is one tensor shaped like ex_model[0].weight, in FP32": "avg_grad 是一个与 ex_model[0].weight 形状相同的 FP32 张量",
@@ -811,6 +673,8 @@ HINTS: dict[str, str] = {
         "grad_seconds 的单位是秒：你给的是毫秒（第 8 节的表格打印的是 ms）",
     "10 GbE's 1.25 GB/s is decimal, 1.25e9 bytes per second, not 1.25 GiB/s (2**30)":
         "10 GbE 的 1.25 GB/s 是十进制的，即每秒 1.25e9 字节，不是 1.25 GiB/s（2**30）",
+    "you divided in FP32 after the cast: div_ runs on the FP16 bucket, so the quotient is rounded to float16 too; keep the division in float16":
+        "你在转换之后用 FP32 做了除法：div_ 作用于 FP16 的桶，商也会舍入到 float16；除法要留在 float16 中做",
     "no torch.autocast here: the 16-bit compute comes from MixedPrecisionPolicy(param_dtype=torch.float16), which also gathers the weights in FP16; autocast would gather FP32 and cast per op":
         "这里不要用 torch.autocast：16 位计算来自 MixedPrecisionPolicy(param_dtype=torch.float16)，它还以 FP16 all-gather 权重；autocast 会 all-gather FP32 权重，再逐个算子转换",
     "give MixedPrecisionPolicy reduce_dtype=torch.float32: left out, it falls back to param_dtype and the gradients are reduced in FP16":
@@ -819,6 +683,10 @@ HINTS: dict[str, str] = {
         "reduce_dtype=torch.{dtype} 以 16 位对各 rank 的梯度求和，较小的贡献会在舍入中丢失：请给 MixedPrecisionPolicy 传 reduce_dtype=torch.float32",
     "call fully_shard on each Linear first (a loop), then on the whole model: one call on the model makes one all-gather of everything, no per-layer sharding units":
         "先对每个 Linear 调用 fully_shard（用循环），再对整个模型调用：只对模型调用一次，会一次 all-gather 全部权重，没有逐层的分片单元",
+    "DDP here is ddp_fp32: a ring all-reduce of FP32 gradients sends its payload twice, 2(N-1)/N; an all-gather or a reduce-scatter sends it once, (N-1)/N":
+        "这里的 DDP 是 ddp_fp32：FP32 梯度的环形 all-reduce 把数据发送两遍，即 2(N-1)/N；all-gather 或 reduce-scatter 只发送一遍，即 (N-1)/N",
+    "traffic_ratio: section 8's rule for each collective, with the bytes per parameter each one moves":
+        "traffic_ratio：对每个集合通信用第 8 节的规则，并按它每个参数传输的字节数计算",
     "keep the FP32 weights: MixedPrecisionPolicy(param_dtype=torch.float16) casts for compute; model.half() makes the master weights and the gradients FP16, and GradScaler refuses those":
         "保留 FP32 权重：MixedPrecisionPolicy(param_dtype=torch.float16) 只在计算时转换；model.half() 会把主权重和梯度都变成 FP16，而 GradScaler 拒绝处理它们",
     "keep the FP32 weights: MixedPrecisionPolicy(param_dtype=torch.float16) casts for compute; model.half() makes the master weights FP16":
@@ -843,49 +711,4 @@ HINTS: dict[str, str] = {
         "把 scaler.state_dict() 放进 dcp.save 写入的内容（在 \"scaler\" 下）：恢复的 FP16 训练必须从保存的损失缩放因子继续",
     "load the checkpoint back with dcp.load, then set_state_dict and scaler.load_state_dict: the weights and the scale afterwards must equal those saved":
         "用 dcp.load 把检查点读回来，再调用 set_state_dict 和 scaler.load_state_dict：之后的权重和缩放因子必须与保存时相同",
-    "end with dist.barrier() before dist.destroy_process_group(): a rank that tears down while another still talks can abort it (section 1)":
-        "结尾先调用 dist.barrier()，再调用 dist.destroy_process_group()：一个 rank 在别的 rank 还在通信时拆除进程组，可能让对方异常中止（第 1 节）",
-    "(a rank was aborted at exit, after rank 0 wrote its results: gloo's teardown; the check goes on. End the script with dist.barrier(), dist.destroy_process_group() and os._exit(0))":
-        "（有一个 rank 在退出时被中止，发生在 rank 0 写完结果之后：这是 gloo 的拆除过程所致，检查继续进行。请在脚本结尾依次调用 dist.barrier()、dist.destroy_process_group() 和 os._exit(0)）",
-    "you left out section 8's ring factor, or took two ranks' (where it is 1): here there are four":
-        "你漏掉了第 8 节的环形系数，或者用了两个 rank 时的系数（那时它等于 1）：这里有四个 rank",
-    "an all-reduce is two ring passes (a reduce-scatter, then an all-gather): you counted one":
-        "all-reduce 在环上走两遍（先 reduce-scatter，再 all-gather）：你只算了一遍",
-    "a ring pass does not send the whole payload from each rank: each rank keeps its own share":
-        "环上的每一遍并不是每个 rank 都发送全部数据：每个 rank 自己的那一份留在本地",
-    "grad_seconds: section 8's ring all-reduce time for four ranks, with your dtype's bytes per parameter":
-        "grad_seconds：用第 8 节的环形 all-reduce 时间，四个 rank，按你所选 dtype 每个参数的字节数计算",
-    "your count misses the division by 8: the hook divides the float16 bucket, where quotients underflow too (left out, or done in FP32 after the cast, the division flushes nothing)":
-        "你的计数漏掉了除以 8 这一步：钩子在 float16 的桶上做除法，商也会下溢（省略这一步，或在转换之后用 FP32 做除法，除法都不会让任何值下溢为零）",
-    "you divided before the cast: the hook casts to float16 first, then divides the float16 bucket":
-        "你在转换之前做了除法：钩子先转换为 float16，再对 float16 的桶做除法",
-    "flushed_scaled is not a guess: count the zeros of the scaled bucket as you did for flushed":
-        "flushed_scaled 不能靠猜：像算 flushed 那样，数一数缩放后的桶里有多少个零",
-    "you scaled after the cast: what the cast flushed stays 0; the GradScaler scales the FP32 loss, so the gradients arrive scaled":
-        "你在转换之后才缩放：转换时已下溢为零的值仍然是 0；GradScaler 缩放的是 FP32 的损失，所以梯度到达时已经缩放过了",
-    "multiply by the scale 2**16, do not divide by it": "乘以缩放因子 2**16，而不是除以它",
-    "flushed_scaled: multiply g_ex by 2**16, then do what the hook does, and count the zeros":
-        "flushed_scaled：先把 g_ex 乘以 2**16，再做钩子所做的操作，然后数零的个数",
-    "{name} is in GiB: you gave bytes (divide them by 2**30)": "{name} 的单位是 GiB：你给的是字节数（要除以 2**30）",
-    "gib_per_gpu is a number of GiB": "gib_per_gpu 是一个 GiB 数",
-    "gib_per_gpu: section 7's measured held bytes per parameter on two cards (of the setup you chose) for 1.3 billion parameters, in GiB (2**30 bytes)":
-        "gib_per_gpu：用第 7 节实测的两卡时每参数占用字节数（你所选方案的），按 13 亿参数计算，单位 GiB（2**30 字节）",
-    "DDP bf16 all-reduces 2-byte BF16 gradients (bf16_compress_hook), not 4-byte FP32 ones":
-        "DDP bf16 all-reduce 的是 2 字节的 BF16 梯度（bf16_compress_hook），不是 4 字节的 FP32 梯度",
-    "ddp_gib_sent: section 8's rule for DDP bf16's all-reduce on four ranks, 1.3 billion parameters":
-        "ddp_gib_sent：用第 8 节的规则计算 DDP bf16 在四个 rank 上的 all-reduce，13 亿个参数",
-    "FSDP2 does not send what DDP sends: it all-gathers weights and reduce-scatters gradients, each in its own dtype; count each collective":
-        "FSDP2 发送的数据与 DDP 不同：它 all-gather 权重、reduce-scatter 梯度，各用各的 dtype；每个集合通信分别计算",
-    "you left out the ring factor of four ranks (or took two ranks'): an all-gather or a reduce-scatter does not send the whole payload from each rank":
-        "你漏掉了四个 rank 的环形系数（或者用了两个 rank 的）：all-gather 或 reduce-scatter 并不是每个 rank 都发送全部数据",
-    "an all-gather or a reduce-scatter is one ring pass, not two like an all-reduce":
-        "all-gather 或 reduce-scatter 在环上只走一遍，不像 all-reduce 那样走两遍",
-    "you gathered the weights in FP32: fsdp_bf16_fp32 gathers them in BF16 (its param_dtype)":
-        "你按 FP32 all-gather 了权重：fsdp_bf16_fp32 以 BF16（它的 param_dtype）all-gather 权重",
-    "you swapped the dtypes: fsdp_bf16_fp32 gathers BF16 weights and reduce-scatters FP32 gradients":
-        "你把两种 dtype 弄反了：fsdp_bf16_fp32 all-gather 的是 BF16 权重，reduce-scatter 的是 FP32 梯度",
-    "that counts one all-gather, or a BF16 reduction: FSDP2 gathers each block's weights for backward too, and fsdp_bf16_fp32 reduces in FP32":
-        "这只算了一次 all-gather，或者按 BF16 归约：FSDP2 在反向时还要再 all-gather 一次每个块的权重，而 fsdp_bf16_fp32 以 FP32 归约",
-    "fsdp_gib_sent: section 8's rule for each of FSDP2's collectives, in its own dtype, on four ranks":
-        "fsdp_gib_sent：对 FSDP2 的每个集合通信用第 8 节的规则，各按自己的 dtype，四个 rank",
 }
