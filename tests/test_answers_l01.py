@@ -224,6 +224,10 @@ def test_decisions(capsys):
         "all the way up": lambda g: "fp16" if any(                                           # S only up to 2^20
             (lambda s: s.overflow == 0 and s.underflow <= 0.001 * s.nonzero)(cast_stats(g, "fp16", scale=2.0**k))
             for k in range(21)) else "bf16",
+        "at most 0.1 %, so that share": _rule(lambda s: s.overflow == 0 and s.underflow < 0.001 * s.nonzero),  # < not <=
+        "all the way up to 2\\^40": lambda g: "fp16" if any(                               # S only up to 2^39
+            (lambda s: s.overflow == 0 and s.underflow <= 0.001 * s.nonzero)(cast_stats(g, "fp16", scale=2.0**k))
+            for k in range(40)) else "bf16",
         "before the fp16 cast": (lambda g: "fp16" if any(  # scaled after the cast
             (lambda s: s.overflow == 0 and s.underflow <= 0.001 * s.nonzero)(
                 cast_stats(g.half().float() * 2.0**k, "fp16")) for k in range(41)) else "bf16"),

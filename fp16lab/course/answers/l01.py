@@ -262,8 +262,10 @@ def _cases() -> dict[str, torch.Tensor]:
         "too wide": _spread(-50, 0, 4000, seed=2),                  # spans more octaves than fp16 has
         "subnormals kept": _spread(-40, -5, 4000, seed=7),          # fits only if subnormals count as kept
         "needs S > 2^20": _spread(-50, -25, 4000, seed=7),          # fits only at a scale above 2^20
+        "needs S = 2^40": _spread(-64.9, -24.1, 4000, seed=8),      # fits only at 2^40, the last scale tried
         "overflows": _spread(-8, 17, 4000, seed=3),                 # beyond 65504 already at S = 1
         "a few lost": _spread(-20, -4, 4000, tiny=2, seed=4),       # 0.05 % always flush: within the rule
+        "exactly 0.1 %": _spread(-20, -4, 3996, tiny=4, seed=9),    # 4 of 4000 always flush: at the limit, allowed
         "too many lost": _spread(-20, -4, 4000, tiny=20, seed=5),   # 0.5 % always flush
         "ReLU zeros": _spread(-20, -4, 4000, tiny=8, zeros=6000, seed=6),  # 0.2 % of the non-zeros flush
     }
@@ -280,6 +282,10 @@ def _case_hint(case: str) -> str:
                                       "as flushed"),
         "needs S > 2^20": lambda: tr("Hint: your decide says bf16 for gradients that a large scale fits: try the "
                                      "scales all the way up to 2^40"),
+        "needs S = 2^40": lambda: tr("Hint: your decide says bf16 for gradients that a large scale fits: try the "
+                                     "scales all the way up to 2^40"),
+        "exactly 0.1 %": lambda: tr("Hint: your decide says bf16 where exactly 0.1 % of the non-zero values flush: "
+                                    "the rule says at most 0.1 %, so that share is allowed"),
         "too wide": lambda: tr("Hint: your decide says fp16 for gradients that no single scale fits: one scale must "
                                "satisfy both conditions at once (no overflow and few flushed)"),
         "overflows": lambda: tr("Hint: your decide says fp16 for gradients that overflow fp16 at every scale: a scale "

@@ -151,6 +151,8 @@ HINTS: dict[str, str] = {
         "提示：对于在任何缩放因子下都会在 fp16 中上溢的梯度，你的 decide 却选了 fp16：缩放因子不能让任何值上溢",
     "Hint: your decide says bf16 where at most 0.1 % of the non-zero values flush: the rule allows that many, it does not ask for none":
         "提示：非零值中下溢为零的不超过 0.1 %，你的 decide 却选了 bf16：规则允许这么多，并不要求一个都不丢",
+    "Hint: your decide says bf16 where exactly 0.1 % of the non-zero values flush: the rule says at most 0.1 %, so that share is allowed":
+        "提示：非零值中恰好 0.1 % 下溢为零，你的 decide 却选了 bf16：规则是至多 0.1 %，所以这个比例是允许的",
     "Hint: your decide allows too many flushed values: 0.1 % is 0.001 as a fraction":
         "提示：你的 decide 放过了太多下溢为零的值：0.1 % 写成比例是 0.001",
     "Hint: your decide counts the flushed values against all values: divide by the non-zero ones (the zeros were zero before the cast and cannot be lost)":
