@@ -78,7 +78,8 @@ def _accumulate_note(facts: GPUFacts) -> str:
     if gain >= 1.5:
         return tr("raises the FP16 Tensor Core peak {gain:.0f}x {cited}, at an accuracy cost (lesson 03): "
                   "worth trying for inference and for matmul-bound layers", gain=gain, cited=cited)
-    return tr("same peak as FP32 accumulation {cited}: no speed to gain, keep FP32 accumulation", cited=cited)
+    return tr("same peak as FP32 accumulation {cited}: no speed-up on paper; keep FP32 accumulation unless "
+              "section 6 measures a gain worth its accuracy cost (lesson 03)", cited=cited)
 
 
 def card_notes(facts: GPUFacts | None) -> list[tuple[str, str]]:

@@ -222,8 +222,8 @@ ZH: dict[str, str] = {
     "NVIDIA H100 Tensor Core GPU Architecture whitepaper (SXM5, dense)": "NVIDIA H100 Tensor Core GPU 架构白皮书（SXM5，稠密）",
     "raises the FP16 Tensor Core peak {gain:.0f}x {cited}, at an accuracy cost (lesson 03): worth trying for inference and for matmul-bound layers":
         "把 FP16 Tensor Core 的峰值提高到 {gain:.0f} 倍{cited}，代价是精度（第 03 课）：推理和以矩阵乘法为主的层值得一试",
-    "same peak as FP32 accumulation {cited}: no speed to gain, keep FP32 accumulation":
-        "峰值与 FP32 累加相同{cited}：不会更快，保持 FP32 累加即可",
+    "same peak as FP32 accumulation {cited}: no speed-up on paper; keep FP32 accumulation unless section 6 measures a gain worth its accuracy cost (lesson 03)":
+        "峰值与 FP32 累加相同{cited}：纸面上没有加速；除非第 6 节测得的加速值得付出它的精度代价（第 03 课），否则保持 FP32 累加",
     "card": "显卡",
     "{name} ({sm}, {gib:.0f} GiB)": "{name}（{sm}，{gib:.0f} GiB）",
     "{profile}: memory and code path of this card; every speed printed is the real {real}'s, so speed ratios are reported, not asserted":
