@@ -157,7 +157,7 @@ def check_clip_threshold(max_norm: object, run: Callable[..., tuple[Any, Any]], 
     CPU quick run explodes on other seeds than a GPU full run, so a threshold tuned on one seed can fail another.
 
     ``run`` is the learner's own function, so the check first runs it without clipping (``run(None, seed)``): on at
-    least one of ``seeds`` fit must stop it, as it stops section 4's run on seed 0. A run weakened in the notebook (a
+    least one of ``seeds`` fit must stop it, as it stops some seeds of section 4's grid. A run weakened in the notebook (a
     lower learning rate, fewer steps, the steep feature removed) no longer explodes, and any threshold would pass it.
     """
     require(max_norm is not None, tr("Hint: assign a threshold (a positive float) to max_norm"))
