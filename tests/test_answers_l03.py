@@ -11,6 +11,7 @@ from torch import nn
 
 from fp16lab.align import audit, pad_layers
 from fp16lab.course.answers import WrongAnswer
+from fp16lab.hardware import PROFILES, chip_features
 from fp16lab.course.answers.l03 import (
     card_precision,
     check_card_audit,
@@ -66,8 +67,20 @@ def test_padded_copy_rejects_every_finding_as_must_change():
     unseen = _unseen()
     fixed, opt, _ = _right(unseen)
     every = {(f.module, f.dim) for f in audit(unseen).misaligned}
-    with pytest.raises(AssertionError, match="must_change is off"):
+    with pytest.raises(AssertionError, match="findings pad_layers can pad"):
         check_padded_copy(_unseen, unseen, fixed, opt, every, PROBE)
+
+
+@pytest.mark.parametrize(("answer", "hint"), [
+    ({"mid"}, "holds module names"),                          # names, not (module, dim) pairs
+    (set(), "must_change is empty"),                          # "padding fixed everything"
+    ({("mid", "out_features")}, "must_change is off"),        # the wrong dim of the right layer
+])
+def test_padded_copy_names_each_must_change_mistake(answer, hint):
+    unseen = _unseen()
+    fixed, opt, _ = _right(unseen)
+    with pytest.raises(WrongAnswer, match=hint):
+        check_padded_copy(_unseen, unseen, fixed, opt, answer, PROBE)
 
 
 def test_padded_copy_rejects_a_partial_pad_and_a_stale_optimizer():
@@ -85,8 +98,12 @@ def test_padded_copy_rejects_a_partial_pad_and_a_stale_optimizer():
 MLP = nn.Sequential(nn.Linear(100, 300), nn.ReLU(), nn.Linear(300, 10))
 
 
-def _for(precisions):
-    return {card: {(f.module, f.dim) for f in audit(MLP, precision=p).misaligned} for card, p in precisions.items()}
+def _rule(pick):
+    """needs_fix(model, card) with the precision chosen by pick(card)."""
+    return lambda model, card: {(f.module, f.dim) for f in audit(model, precision=pick(card)).misaligned}
+
+
+RIGHT = _rule(lambda card: "tf32" if chip_features(card.capability, card.name)["tf32"] else "fp16")
 
 
 def test_card_precision_follows_the_capability():
@@ -94,23 +111,43 @@ def test_card_precision_follows_the_capability():
 
 
 def test_card_audit_accepts_the_solution(capsys):
-    check_card_audit(MLP, _for({"a100-40gb": "tf32", "t4": "fp16"}))
+    check_card_audit(MLP, RIGHT)
     assert "correct" in capsys.readouterr().out
 
 
+def test_card_audit_accepts_any_rule_that_decides_by_capability(capsys):
+    check_card_audit(MLP, _rule(lambda card: "tf32" if card.capability >= (8, 0) else "bf16"))   # bf16 aligns as fp16
+    assert "correct" in capsys.readouterr().out
+
+
+_TYPED = {"a100-40gb": {("2", "out_features")},
+          "t4": {("0", "in_features"), ("0", "out_features"), ("2", "in_features"), ("2", "out_features")}}
+
+
 @pytest.mark.parametrize(("answer", "hint"), [
-    ({"a100-40gb": "fp16", "t4": "fp16"}, "a100-40gb: that is the fp16 audit.*has TF32"),
-    ({"a100-40gb": "tf32", "t4": "tf32"}, "t4: that is the tf32 audit.*no TF32"),
-    ({"a100-40gb": "fp16", "t4": "tf32"}, "a100-40gb: that is the fp16 audit"),
+    (_rule(lambda card: "fp16"), "a100-40gb: that is the fp16 audit.*has TF32"),
+    (_rule(lambda card: "tf32"), "t4: that is the tf32 audit.*no TF32"),
+    (_rule(lambda card: "fp16" if card.capability >= (8, 0) else "tf32"), "a100-40gb: that is the fp16 audit"),
+    (_rule(lambda card: "tf32" if card.key == "a100-40gb" else "fp16"), "not for a card or model it was not shown"),
+    (lambda model, card: _TYPED[card.key], "not for a card or model it was not shown"),       # typed sets
+    (lambda model, card: RIGHT(MLP, card), "not for a card or model it was not shown"),       # the model ignored
+    (lambda model, card: RIGHT(model, card) if card.key in _TYPED else set(), "not for a card or model"),
+    (_rule(lambda card: "fp32"), "raised ValueError: precision 'fp32'"),                     # audit's own refusal
+    (lambda model, card: set(), "a100-40gb: not the audit's findings"),
+    (lambda model, card: 1 / 0, "raised ZeroDivisionError"),
+    (lambda model, card: sorted(RIGHT(model, card)), "must return a set"),
+    (_TYPED, "must be a function of \\(model, card\\)"),                             # the old dict answer
 ])
-def test_card_audit_rejects_the_wrong_precision(answer, hint):
-    with pytest.raises(AssertionError, match=hint):
-        check_card_audit(MLP, _for(answer))
+def test_card_audit_rejects_each_mistake_naming_it(answer, hint):
+    with pytest.raises(WrongAnswer, match=hint):
+        check_card_audit(MLP, answer)
 
 
-def test_card_audit_rejects_a_wrong_shape():
-    with pytest.raises(AssertionError, match="one entry per card"):
-        check_card_audit(MLP, {("0", "in_features")})
+def test_the_check_only_cards_are_not_the_exercise_cards_and_need_both_precisions():
+    from fp16lab.course.answers.l03 import _CHECK_CARDS
+
+    assert {p.key for p in _CHECK_CARDS}.isdisjoint(PROFILES)
+    assert {"tf32" if chip_features(p.capability, p.name)["tf32"] else "fp16" for p in _CHECK_CARDS} == {"tf32", "fp16"}
 
 
 def _measured(busy=0.7, rounds=3):
@@ -168,7 +205,7 @@ def test_every_check_raises_wrong_answer_not_a_bare_assertion():
     with pytest.raises(WrongAnswer):
         check_padded_copy(_unseen, unseen, None, None, None, PROBE)
     with pytest.raises(WrongAnswer):
-        check_card_audit(MLP, {("0", "in_features")})
+        check_card_audit(MLP, None)
 
 
 def test_padded_copy_accepts_must_change_as_any_collection_of_pairs(capsys):

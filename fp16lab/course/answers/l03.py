@@ -113,8 +113,8 @@ def check_card_audit(model: nn.Module, needs_fix: Any, cards: tuple[str, ...] = 
         got, err = _call(needs_fix, model, profile)
         require(err is None, tr("Hint: needs_fix(mlp, PROFILES[{card!r}]) raised {err}", card=card, err=err))
         require(isinstance(got, (set, frozenset)),
-                tr("Hint: needs_fix must return a set of (module, dim) pairs, e.g. {('0', 'in_features')}; got "
-                   "{kind}", kind=type(got).__name__))
+                tr("Hint: needs_fix must return a set of (module, dim) pairs, e.g. {example}; got {kind}",
+                   example="{('0', 'in_features')}", kind=type(got).__name__))
         want = _pairs(audit(model, precision=_precision_of(profile)))
         if got == want:
             continue
