@@ -11,13 +11,13 @@ from torch import nn
 
 from fp16lab.align import audit, pad_layers
 from fp16lab.course.answers import WrongAnswer
-from fp16lab.hardware import PROFILES, chip_features
 from fp16lab.course.answers.l03 import (
     card_precision,
     check_card_audit,
     check_layout_choice,
     check_padded_copy,
 )
+from fp16lab.hardware import PROFILES, chip_features
 
 
 class Unseen(nn.Module):
@@ -161,13 +161,25 @@ def _measured(busy=0.7, rounds=3):
                                             "status": "ok"}])], ignore_index=True)
 
 
+def _typed(layout, gain):
+    """A choose_layout that returns typed values, whatever the table."""
+    return lambda measured: (layout, gain)
+
+
+def choose_layout(measured):
+    """The lesson's solution: the median kernel time per variant over the rounds."""
+    kern = measured.query("section == 'resnet50'").groupby("variant").gpu_kernel_ms.median()
+    gain = float(kern["NCHW (default format)"] / kern["channels_last"])
+    return ("channels_last" if gain > 1 else "NCHW"), gain
+
+
 def test_layout_choice_accepts_the_median_kernel_time_ratio(capsys):
-    check_layout_choice(_measured(), "channels_last", 42.0 / 22.0)
+    check_layout_choice(_measured(), choose_layout)
     assert "correct" in capsys.readouterr().out
 
 
 def test_layout_choice_accepts_a_single_measurement_per_variant(capsys):
-    check_layout_choice(_measured(rounds=1).drop(columns="round"), "channels_last", 42.0 / 22.0)
+    check_layout_choice(_measured(rounds=1).drop(columns="round"), choose_layout)
     assert "correct" in capsys.readouterr().out
 
 
@@ -182,12 +194,12 @@ def test_layout_choice_accepts_a_single_measurement_per_variant(capsys):
 ])
 def test_layout_choice_rejects_wrong_answers(layout, gain, hint):
     with pytest.raises(WrongAnswer, match=hint):
-        check_layout_choice(_measured(), layout, gain)
+        check_layout_choice(_measured(), _typed(layout, gain))
 
 
 def test_a_wrong_answer_shows_the_hint_alone():
     with pytest.raises(WrongAnswer) as info:
-        check_layout_choice(_measured(), "channels_last", 22.0 / 42.0)
+        check_layout_choice(_measured(), _typed("channels_last", 22.0 / 42.0))
     shown = info.value._render_traceback_()
     assert len(shown) == 1 and "upside down" in shown[0] and "kern[" not in shown[0]
 
@@ -196,7 +208,7 @@ def test_a_wrong_answer_shows_the_hint_alone():
                                       _measured().query("section == 'gpt'").assign(gpu_kernel_ms=float("nan"))])
 def test_layout_choice_without_a_measurement_fails_and_says_why(measured, capsys):
     with pytest.raises(WrongAnswer, match="cannot run here"):
-        check_layout_choice(measured, "channels_last", 1.9)
+        check_layout_choice(measured, choose_layout)
     assert "correct" not in capsys.readouterr().out
 
 
@@ -241,7 +253,7 @@ def test_padded_copy_names_a_forgotten_layer_not_the_tf32_multiple():
 
 def test_layout_choice_accepts_numpy_numbers(capsys):
     np = pytest.importorskip("numpy")
-    check_layout_choice(_measured(), "channels_last", np.float32(42.0 / 22.0))
+    check_layout_choice(_measured(), lambda m: (choose_layout(m)[0], np.float32(choose_layout(m)[1])))
     assert "correct" in capsys.readouterr().out
 
 
@@ -253,7 +265,7 @@ def test_layout_choice_accepts_numpy_numbers(capsys):
 ])
 def test_layout_choice_names_each_mistake(gain, hint):
     with pytest.raises(WrongAnswer, match=hint):
-        check_layout_choice(_measured(), "channels_last", gain)
+        check_layout_choice(_measured(), _typed("channels_last", gain))
 
 
 def test_layout_choice_names_the_mean_over_rounds():
@@ -263,6 +275,19 @@ def test_layout_choice_names_the_mean_over_rounds():
     rn = measured[measured.section == "resnet50"].groupby("variant").gpu_kernel_ms
     mean_ratio = rn.mean()["NCHW (default format)"] / rn.mean()["channels_last"]
     with pytest.raises(WrongAnswer, match="means over the rounds"):
-        check_layout_choice(measured, "channels_last", mean_ratio)
+        check_layout_choice(measured, _typed("channels_last", mean_ratio))
     median_ratio = rn.median()["NCHW (default format)"] / rn.median()["channels_last"]
-    check_layout_choice(measured, "channels_last", median_ratio)
+    assert choose_layout(measured)[1] == pytest.approx(median_ratio)
+    check_layout_choice(measured, choose_layout)
+
+
+@pytest.mark.parametrize(("answer", "hint"), [
+    (_typed("channels_last", 42.0 / 22.0), "not for another one"),                    # the right values, typed
+    (lambda m: ("channels_last", choose_layout(m)[1]), "not for another one"),        # the layout typed
+    (lambda m: 1 / 0, "raised ZeroDivisionError"),
+    (lambda m: "channels_last", "must return a pair"),
+    ("channels_last", "must be a function of measured"),
+])
+def test_layout_choice_rejects_a_typed_or_broken_function(answer, hint):
+    with pytest.raises(WrongAnswer, match=hint):
+        check_layout_choice(_measured(), answer)

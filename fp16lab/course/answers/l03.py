@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from fp16lab.align import audit
-from fp16lab.course.answers import cannot_check, require, verdict
+from fp16lab.course.answers import WrongAnswer, cannot_check, require, verdict
 from fp16lab.hardware import PROFILES, Profile, chip_features
 from fp16lab.labs.alignment import summarize
 from fp16lab.labs.runtime.i18n import tr
@@ -142,16 +142,9 @@ def check_card_audit(model: nn.Module, needs_fix: Any, cards: tuple[str, ...] = 
 _NCHW, _CL = "NCHW (default format)", "channels_last"
 
 
-def check_layout_choice(measured: pd.DataFrame | None, layout: Any, kernel_gain: Any) -> None:
-    """Exercise 3: the faster memory format for the measured card, defended with its median kernel-time ratio."""
-    if measured is None:
-        cannot_check(tr("section 10 left measured as None (no GPU here and no committed reference found): "
-                        "the check needs its ResNet-50 kernel times"))
-    if not isinstance(measured, pd.DataFrame) or "gpu_kernel_ms" not in measured or "section" not in measured:
-        cannot_check(tr("measured is not section 10's table (it needs the columns section, variant and gpu_kernel_ms)"))
+def _judge(measured: pd.DataFrame, layout: Any, kernel_gain: Any) -> None:
+    """The layout and kernel_gain for ``measured`` (section 10's table): pass, or a WrongAnswer naming the mistake."""
     rows = summarize(measured[measured["section"] == "resnet50"]).set_index("variant")
-    if not {_NCHW, _CL} <= set(rows.index) or not rows.loc[[_NCHW, _CL], "gpu_kernel_ms"].notna().all():
-        cannot_check(tr("section 10's table has no kernel times for the NCHW and channels_last ResNet-50 rows"))
     kern, wall = rows["gpu_kernel_ms"].astype(float), rows["ms"].astype(float)
     best = _CL if kern[_CL] < kern[_NCHW] else _NCHW
     require(layout in (_NCHW, _CL, "NCHW"),
@@ -174,7 +167,44 @@ def check_layout_choice(measured: pd.DataFrame | None, layout: Any, kernel_gain:
         means = measured[measured["section"] == "resnet50"].groupby("variant")["gpu_kernel_ms"].mean()
         require(not near(float(means[_NCHW] / means[_CL])) or near(want),
                 tr("Hint: that is the ratio of the means over the rounds: take the median of each row"))
-    verdict(near(want),
+    require(near(want),
             tr("Hint: kernel_gain is off: it does not match the two rows' median kernel times (check the rows and "
-               "the column you used)"),
-            done=tr("correct: the layout and the kernel-time evidence for it"))
+               "the column you used)"))
+
+
+def _choice(choose_layout: Callable[..., Any], measured: pd.DataFrame) -> tuple[Any, Any]:
+    """choose_layout(measured) as (layout, kernel_gain), or a WrongAnswer that says what came back."""
+    try:
+        got = choose_layout(measured.copy())
+    except Exception as err:  # noqa: BLE001 - the learner's code: any error becomes a hint
+        require(False, tr("Hint: choose_layout(measured) raised {err}", err=f"{type(err).__name__}: {err}"[:160]))
+    require(isinstance(got, tuple) and len(got) == 2,
+            tr("Hint: choose_layout must return a pair (layout, kernel_gain); got {got!r:.80}", got=got))
+    return got[0], got[1]
+
+
+def check_layout_choice(measured: pd.DataFrame | None, choose_layout: Any) -> None:
+    """Exercise 3: ``choose_layout(measured)`` gives the faster memory format and its median kernel-time ratio.
+
+    Checked on ``measured`` (section 10's table, live or the reference), then on a check-only table with the
+    NCHW and channels_last rows exchanged, so that a typed answer fails.
+    """
+    if measured is None:
+        cannot_check(tr("section 10 left measured as None (no GPU here and no committed reference found): "
+                        "the check needs its ResNet-50 kernel times"))
+    if not isinstance(measured, pd.DataFrame) or "gpu_kernel_ms" not in measured or "section" not in measured:
+        cannot_check(tr("measured is not section 10's table (it needs the columns section, variant and gpu_kernel_ms)"))
+    rows = summarize(measured[measured["section"] == "resnet50"]).set_index("variant")
+    if not {_NCHW, _CL} <= set(rows.index) or not rows.loc[[_NCHW, _CL], "gpu_kernel_ms"].notna().all():
+        cannot_check(tr("section 10's table has no kernel times for the NCHW and channels_last ResNet-50 rows"))
+    require(callable(choose_layout) and not isinstance(choose_layout, type),
+            tr("Hint: choose_layout must be a function of measured returning (layout, kernel_gain); got {kind}",
+               kind=type(choose_layout).__name__))
+    _judge(measured, *_choice(choose_layout, measured))
+    swapped = measured.assign(variant=measured["variant"].replace({_NCHW: _CL, _CL: _NCHW}))
+    try:
+        _judge(swapped, *_choice(choose_layout, swapped))
+    except WrongAnswer:
+        require(False, tr("Hint: choose_layout is right for this table but not for another one (the check swaps the "
+                          "two rows): compute layout and kernel_gain from the table passed in; do not type them"))
+    verdict(True, "", done=tr("correct: the layout and the kernel-time evidence for it"))

@@ -315,6 +315,13 @@ HINTS: dict[str, str] = {
         "提示：这是相对收益（比值减 1）：请给出比值本身",
     "Hint: that looks like a percentage: kernel_gain is a plain ratio, not in %":
         "提示：这看起来是百分数：kernel_gain 是一个普通的比值，不用 %",
+    "Hint: choose_layout(measured) raised {err}": "提示：choose_layout(measured) 抛出了 {err}",
+    "Hint: choose_layout must return a pair (layout, kernel_gain); got {got!r:.80}":
+        "提示：choose_layout 必须返回一对值 (layout, kernel_gain)；现在是 {got!r:.80}",
+    "Hint: choose_layout must be a function of measured returning (layout, kernel_gain); got {kind}":
+        "提示：choose_layout 必须是一个以 measured 为参数、返回 (layout, kernel_gain) 的函数；现在是 {kind}",
+    "Hint: choose_layout is right for this table but not for another one (the check swaps the two rows): compute layout and kernel_gain from the table passed in; do not type them":
+        "提示：choose_layout 对这张表是对的，换一张表就不对了（检查把这两行对调了）：请根据传入的表计算 layout 和 kernel_gain，不要直接写死",
     "Hint: that is the ratio of the means over the rounds: take the median of each row":
         "提示：这是各轮平均值之比：每一行请取中位数",
     "Hint: fixed is padded to TF32's multiple (4), but the exercise audits for fp16: its multiple is 8":
