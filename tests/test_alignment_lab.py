@@ -114,7 +114,7 @@ def test_single_verdict_calls_a_difference_inside_the_noise_a_tie():
     assert single_verdict(1.06, 0.03) == "ahead" and single_verdict(0.94, 0.03) == "behind"
     assert single_verdict(1.06, 0.08) == "tie"                    # inside the measured spread
     assert single_verdict(1.015, 0.0) == "tie"                    # inside TIE_FLOOR even with no spread
-    assert single_verdict(1.5, 0.1, above="faster", below="slower") == "faster"
+    assert single_verdict(1.5, 0.1) == "ahead"
     with pytest.raises(ValueError, match="ratio"):
         single_verdict(0.0, 0.1)
 

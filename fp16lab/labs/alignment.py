@@ -242,19 +242,16 @@ def compare(summary: pd.DataFrame, base: str, other: str, column: str = "gpu_ker
             "verdict": verdict}
 
 
-def single_verdict(ratio: float, spread: float, above: str = "ahead", below: str = "behind") -> str:
-    """``above``/``below`` where ``ratio`` (one timing over another) lies beyond the noise, else ``"tie"``.
+def single_verdict(ratio: float, spread: float) -> str:
+    """``"ahead"``/``"behind"`` where ``ratio`` (one timing over another) lies beyond the noise, else ``"tie"``.
 
     For points timed once each (a sweep): ``spread`` is a run-to-run spread measured elsewhere (the
-    timer check's rounds, as a fraction), never less than :data:`TIE_FLOOR`. Defaults: ``above="ahead"``,
-    ``below="behind"``.
+    timer check's rounds, as a fraction), never taken as less than :data:`TIE_FLOOR`.
     """
     ratio = positive_float("ratio", ratio)
     spread = positive_float("spread", spread, allow_zero=True)
-    text("above", above)
-    text("below", below)
     margin = max(spread, TIE_FLOOR)
-    return "tie" if abs(ratio - 1) <= margin else (above if ratio > 1 else below)
+    return "tie" if abs(ratio - 1) <= margin else ("ahead" if ratio > 1 else "behind")
 
 
 @dataclass(frozen=True)
