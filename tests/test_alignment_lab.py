@@ -106,3 +106,21 @@ def test_the_4090d_figures_come_from_the_cited_peaks():
     with pytest.raises(ValueError, match="from_gpu must be a GPU with cited peaks"):
         peak_ratio("NVIDIA Quadro Imaginary")
     assert math.isfinite(peak_ratio("NVIDIA H200", precision="tf32"))
+
+
+def test_single_verdict_calls_a_difference_inside_the_noise_a_tie():
+    from fp16lab.labs.alignment import single_verdict
+
+    assert single_verdict(1.06, 0.03) == "ahead" and single_verdict(0.94, 0.03) == "behind"
+    assert single_verdict(1.06, 0.08) == "tie"                    # inside the measured spread
+    assert single_verdict(1.015, 0.0) == "tie"                    # inside TIE_FLOOR even with no spread
+    assert single_verdict(1.5, 0.1) == "ahead"
+    with pytest.raises(ValueError, match="ratio"):
+        single_verdict(0.0, 0.1)
+
+
+def test_hopper_whole_step_floors_leave_room_for_an_h100_and_catch_no_gain():
+    for name in ("NVIDIA H200", "NVIDIA H100 80GB HBM3"):
+        f = floors_for(name)
+        assert 1.1 < f.gpt_step <= 1.5 and 1.1 < f.channels_last <= 1.5, f   # a regression gives about 1
+        assert f.cliff < f.head and f.m_ratio_max is not None

@@ -17,6 +17,7 @@ from fp16lab.course.answers.l03 import (
     check_layout_choice,
     check_padded_copy,
 )
+from fp16lab.hardware import PROFILES, chip_features
 
 
 class Unseen(nn.Module):
@@ -66,8 +67,20 @@ def test_padded_copy_rejects_every_finding_as_must_change():
     unseen = _unseen()
     fixed, opt, _ = _right(unseen)
     every = {(f.module, f.dim) for f in audit(unseen).misaligned}
-    with pytest.raises(AssertionError, match="must_change is off"):
+    with pytest.raises(AssertionError, match="findings pad_layers can pad"):
         check_padded_copy(_unseen, unseen, fixed, opt, every, PROBE)
+
+
+@pytest.mark.parametrize(("answer", "hint"), [
+    ({"mid"}, "holds module names"),                          # names, not (module, dim) pairs
+    (set(), "must_change is empty"),                          # "padding fixed everything"
+    ({("mid", "out_features")}, "must_change is off"),        # the wrong dim of the right layer
+])
+def test_padded_copy_names_each_must_change_mistake(answer, hint):
+    unseen = _unseen()
+    fixed, opt, _ = _right(unseen)
+    with pytest.raises(WrongAnswer, match=hint):
+        check_padded_copy(_unseen, unseen, fixed, opt, answer, PROBE)
 
 
 def test_padded_copy_rejects_a_partial_pad_and_a_stale_optimizer():
@@ -85,8 +98,12 @@ def test_padded_copy_rejects_a_partial_pad_and_a_stale_optimizer():
 MLP = nn.Sequential(nn.Linear(100, 300), nn.ReLU(), nn.Linear(300, 10))
 
 
-def _for(precisions):
-    return {card: {(f.module, f.dim) for f in audit(MLP, precision=p).misaligned} for card, p in precisions.items()}
+def _rule(pick):
+    """needs_fix(model, card) with the precision chosen by pick(card)."""
+    return lambda model, card: {(f.module, f.dim) for f in audit(model, precision=pick(card)).misaligned}
+
+
+RIGHT = _rule(lambda card: "tf32" if chip_features(card.capability, card.name)["tf32"] else "fp16")
 
 
 def test_card_precision_follows_the_capability():
@@ -94,23 +111,43 @@ def test_card_precision_follows_the_capability():
 
 
 def test_card_audit_accepts_the_solution(capsys):
-    check_card_audit(MLP, _for({"a100-40gb": "tf32", "t4": "fp16"}))
+    check_card_audit(MLP, RIGHT)
     assert "correct" in capsys.readouterr().out
 
 
+def test_card_audit_accepts_any_rule_that_decides_by_capability(capsys):
+    check_card_audit(MLP, _rule(lambda card: "tf32" if card.capability >= (8, 0) else "bf16"))   # bf16 aligns as fp16
+    assert "correct" in capsys.readouterr().out
+
+
+_TYPED = {"a100-40gb": {("2", "out_features")},
+          "t4": {("0", "in_features"), ("0", "out_features"), ("2", "in_features"), ("2", "out_features")}}
+
+
 @pytest.mark.parametrize(("answer", "hint"), [
-    ({"a100-40gb": "fp16", "t4": "fp16"}, "a100-40gb: that is the fp16 audit.*has TF32"),
-    ({"a100-40gb": "tf32", "t4": "tf32"}, "t4: that is the tf32 audit.*no TF32"),
-    ({"a100-40gb": "fp16", "t4": "tf32"}, "a100-40gb: that is the fp16 audit"),
+    (_rule(lambda card: "fp16"), "a100-40gb: that is the fp16 audit.*has TF32"),
+    (_rule(lambda card: "tf32"), "t4: that is the tf32 audit.*no TF32"),
+    (_rule(lambda card: "fp16" if card.capability >= (8, 0) else "tf32"), "a100-40gb: that is the fp16 audit"),
+    (_rule(lambda card: "tf32" if card.key == "a100-40gb" else "fp16"), "not for a card or model it was not shown"),
+    (lambda model, card: _TYPED[card.key], "not for a card or model it was not shown"),       # typed sets
+    (lambda model, card: RIGHT(MLP, card), "not for a card or model it was not shown"),       # the model ignored
+    (lambda model, card: RIGHT(model, card) if card.key in _TYPED else set(), "not for a card or model"),
+    (_rule(lambda card: "fp32"), "raised ValueError: precision 'fp32'"),                     # audit's own refusal
+    (lambda model, card: set(), "a100-40gb: not the audit's findings"),
+    (lambda model, card: 1 / 0, "raised ZeroDivisionError"),
+    (lambda model, card: sorted(RIGHT(model, card)), "must return a set"),
+    (_TYPED, "must be a function of \\(model, card\\)"),                             # the old dict answer
 ])
-def test_card_audit_rejects_the_wrong_precision(answer, hint):
-    with pytest.raises(AssertionError, match=hint):
-        check_card_audit(MLP, _for(answer))
+def test_card_audit_rejects_each_mistake_naming_it(answer, hint):
+    with pytest.raises(WrongAnswer, match=hint):
+        check_card_audit(MLP, answer)
 
 
-def test_card_audit_rejects_a_wrong_shape():
-    with pytest.raises(AssertionError, match="one entry per card"):
-        check_card_audit(MLP, {("0", "in_features")})
+def test_the_check_only_cards_are_not_the_exercise_cards_and_need_both_precisions():
+    from fp16lab.course.answers.l03 import _CHECK_CARDS
+
+    assert {p.key for p in _CHECK_CARDS}.isdisjoint(PROFILES)
+    assert {"tf32" if chip_features(p.capability, p.name)["tf32"] else "fp16" for p in _CHECK_CARDS} == {"tf32", "fp16"}
 
 
 def _measured(busy=0.7, rounds=3):
@@ -124,13 +161,25 @@ def _measured(busy=0.7, rounds=3):
                                             "status": "ok"}])], ignore_index=True)
 
 
+def _typed(layout, gain):
+    """A choose_layout that returns typed values, whatever the table."""
+    return lambda measured: (layout, gain)
+
+
+def choose_layout(measured):
+    """The lesson's solution: the median kernel time per variant over the rounds."""
+    kern = measured.query("section == 'resnet50'").groupby("variant").gpu_kernel_ms.median()
+    gain = float(kern["NCHW (default format)"] / kern["channels_last"])
+    return ("channels_last" if gain > 1 else "NCHW"), gain
+
+
 def test_layout_choice_accepts_the_median_kernel_time_ratio(capsys):
-    check_layout_choice(_measured(), "channels_last", 42.0 / 22.0)
+    check_layout_choice(_measured(), choose_layout)
     assert "correct" in capsys.readouterr().out
 
 
 def test_layout_choice_accepts_a_single_measurement_per_variant(capsys):
-    check_layout_choice(_measured(rounds=1).drop(columns="round"), "channels_last", 42.0 / 22.0)
+    check_layout_choice(_measured(rounds=1).drop(columns="round"), choose_layout)
     assert "correct" in capsys.readouterr().out
 
 
@@ -145,12 +194,12 @@ def test_layout_choice_accepts_a_single_measurement_per_variant(capsys):
 ])
 def test_layout_choice_rejects_wrong_answers(layout, gain, hint):
     with pytest.raises(WrongAnswer, match=hint):
-        check_layout_choice(_measured(), layout, gain)
+        check_layout_choice(_measured(), _typed(layout, gain))
 
 
 def test_a_wrong_answer_shows_the_hint_alone():
     with pytest.raises(WrongAnswer) as info:
-        check_layout_choice(_measured(), "channels_last", 22.0 / 42.0)
+        check_layout_choice(_measured(), _typed("channels_last", 22.0 / 42.0))
     shown = info.value._render_traceback_()
     assert len(shown) == 1 and "upside down" in shown[0] and "kern[" not in shown[0]
 
@@ -159,7 +208,7 @@ def test_a_wrong_answer_shows_the_hint_alone():
                                       _measured().query("section == 'gpt'").assign(gpu_kernel_ms=float("nan"))])
 def test_layout_choice_without_a_measurement_fails_and_says_why(measured, capsys):
     with pytest.raises(WrongAnswer, match="cannot run here"):
-        check_layout_choice(measured, "channels_last", 1.9)
+        check_layout_choice(measured, choose_layout)
     assert "correct" not in capsys.readouterr().out
 
 
@@ -168,7 +217,7 @@ def test_every_check_raises_wrong_answer_not_a_bare_assertion():
     with pytest.raises(WrongAnswer):
         check_padded_copy(_unseen, unseen, None, None, None, PROBE)
     with pytest.raises(WrongAnswer):
-        check_card_audit(MLP, {("0", "in_features")})
+        check_card_audit(MLP, None)
 
 
 def test_padded_copy_accepts_must_change_as_any_collection_of_pairs(capsys):
@@ -204,7 +253,7 @@ def test_padded_copy_names_a_forgotten_layer_not_the_tf32_multiple():
 
 def test_layout_choice_accepts_numpy_numbers(capsys):
     np = pytest.importorskip("numpy")
-    check_layout_choice(_measured(), "channels_last", np.float32(42.0 / 22.0))
+    check_layout_choice(_measured(), lambda m: (choose_layout(m)[0], np.float32(choose_layout(m)[1])))
     assert "correct" in capsys.readouterr().out
 
 
@@ -216,7 +265,7 @@ def test_layout_choice_accepts_numpy_numbers(capsys):
 ])
 def test_layout_choice_names_each_mistake(gain, hint):
     with pytest.raises(WrongAnswer, match=hint):
-        check_layout_choice(_measured(), "channels_last", gain)
+        check_layout_choice(_measured(), _typed("channels_last", gain))
 
 
 def test_layout_choice_names_the_mean_over_rounds():
@@ -226,6 +275,19 @@ def test_layout_choice_names_the_mean_over_rounds():
     rn = measured[measured.section == "resnet50"].groupby("variant").gpu_kernel_ms
     mean_ratio = rn.mean()["NCHW (default format)"] / rn.mean()["channels_last"]
     with pytest.raises(WrongAnswer, match="means over the rounds"):
-        check_layout_choice(measured, "channels_last", mean_ratio)
+        check_layout_choice(measured, _typed("channels_last", mean_ratio))
     median_ratio = rn.median()["NCHW (default format)"] / rn.median()["channels_last"]
-    check_layout_choice(measured, "channels_last", median_ratio)
+    assert choose_layout(measured)[1] == pytest.approx(median_ratio)
+    check_layout_choice(measured, choose_layout)
+
+
+@pytest.mark.parametrize(("answer", "hint"), [
+    (_typed("channels_last", 42.0 / 22.0), "not for another one"),                    # the right values, typed
+    (lambda m: ("channels_last", choose_layout(m)[1]), "not for another one"),        # the layout typed
+    (lambda m: 1 / 0, "raised ZeroDivisionError"),
+    (lambda m: "channels_last", "must return a pair"),
+    ("channels_last", "must be a function of measured"),
+])
+def test_layout_choice_rejects_a_typed_or_broken_function(answer, hint):
+    with pytest.raises(WrongAnswer, match=hint):
+        check_layout_choice(_measured(), answer)

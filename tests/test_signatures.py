@@ -506,6 +506,7 @@ OVERRIDES.update({
     _ALIGN + "time_interleaved": {"cases": _align_case, "min_run_time": lambda tmp: 0.001},
     _ALIGN + "compare": {"summary": _align_summary, "base": lambda tmp: "a", "other": lambda tmp: "b"},
     _ALIGN + "peak_ratio": {"from_gpu": lambda tmp: "NVIDIA H200"},
+    _ALIGN + "single_verdict": {"ratio": lambda tmp: 1.1, "spread": lambda tmp: 0.02},
     _ALIGN + "bandwidth_ratio": {"from_gpu": lambda tmp: "NVIDIA H200"},
     _ALIGN + "expected_tflops": {"reference": lambda tmp: __import__("pandas").DataFrame(
         {"precision": ["fp32", "fp16"], "pct_of_peak": [50.0, 60.0]})},

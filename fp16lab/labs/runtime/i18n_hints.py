@@ -289,9 +289,20 @@ HINTS: dict[str, str] = {
         "提示：fixed_opt 持有的不是 fixed 模型的参数：填充之后再构建优化器",
     "Hint: must_change is off: only the findings pad_layers cannot fix (the audit's paddable column is False) need a change of the model's definition":
         "提示：must_change 不对：只有 pad_layers 修不了的问题（audit 的 paddable 列为 False）才需要改模型定义",
-    "Hint: needs_fix must be a dict with one entry per card: keys {keys}": "提示：needs_fix 必须是每张卡一项的字典：键为 {keys}",
-    "Hint: each value is a set of (module, dim) pairs, e.g. {('0', 'in_features')}":
-        "提示：每个值是 (module, dim) 对的集合，例如 {('0', 'in_features')}",
+    "Hint: must_change holds module names: give (module, dim) pairs, the audit's module and dim columns":
+        "提示：must_change 里是模块名：请给出 (module, dim) 对，即 audit 的 module 列和 dim 列",
+    "Hint: must_change is empty, but padding does not fix everything: audit(fixed) still lists a misaligned size that pad_layers cannot pad":
+        "提示：must_change 是空的，但填充并不能修好一切：audit(fixed) 仍列出一个 pad_layers 无法填充的未对齐尺寸",
+    "Hint: must_change holds findings pad_layers can pad (their paddable column is True): only the others need a change of the model's definition":
+        "提示：must_change 里有 pad_layers 能填充的问题（它们的 paddable 列为 True）：只有其余的问题才需要改模型定义",
+    "Hint: needs_fix must be a function of (model, card) returning a set, e.g. needs_fix(mlp, PROFILES['t4']); got {kind}":
+        "提示：needs_fix 必须是一个以 (model, card) 为参数、返回集合的函数，例如 needs_fix(mlp, PROFILES['t4'])；现在是 {kind}",
+    "Hint: needs_fix(mlp, PROFILES[{card!r}]) raised {err}": "提示：needs_fix(mlp, PROFILES[{card!r}]) 抛出了 {err}",
+    "Hint: needs_fix must return a set of (module, dim) pairs, e.g. {example}; got {kind}":
+        "提示：needs_fix 必须返回 (module, dim) 对的集合，例如 {example}；现在是 {kind}",
+    "Hint: needs_fix is right for mlp on these two cards but not for a card or model it was not shown: decide the precision from card.capability (chip_features) and audit the model passed in; do not type the sets or the cards":
+        "提示：needs_fix 对这两张卡上的 mlp 是对的，但换一张没见过的卡或一个没见过的模型就不对了：根据 card.capability（chip_features）"
+        "决定精度，并审查传进来的模型；不要把集合或卡名直接写死",
     "Hint: layout is one of {cl!r} or 'NCHW' (the table's variant names)":
         "提示：layout 取 {cl!r} 或 'NCHW'（表中 variant 列的名称）",
     "Hint: the measurement favours the other layout: compare gpu_kernel_ms of the two rows":
@@ -304,6 +315,13 @@ HINTS: dict[str, str] = {
         "提示：这是相对收益（比值减 1）：请给出比值本身",
     "Hint: that looks like a percentage: kernel_gain is a plain ratio, not in %":
         "提示：这看起来是百分数：kernel_gain 是一个普通的比值，不用 %",
+    "Hint: choose_layout(measured) raised {err}": "提示：choose_layout(measured) 抛出了 {err}",
+    "Hint: choose_layout must return a pair (layout, kernel_gain); got {got!r:.80}":
+        "提示：choose_layout 必须返回一对值 (layout, kernel_gain)；现在是 {got!r:.80}",
+    "Hint: choose_layout must be a function of measured returning (layout, kernel_gain); got {kind}":
+        "提示：choose_layout 必须是一个以 measured 为参数、返回 (layout, kernel_gain) 的函数；现在是 {kind}",
+    "Hint: choose_layout is right for this table but not for another one (the check swaps the two rows): compute layout and kernel_gain from the table passed in; do not type them":
+        "提示：choose_layout 对这张表是对的，换一张表就不对了（检查把这两行对调了）：请根据传入的表计算 layout 和 kernel_gain，不要直接写死",
     "Hint: that is the ratio of the means over the rounds: take the median of each row":
         "提示：这是各轮平均值之比：每一行请取中位数",
     "Hint: fixed is padded to TF32's multiple (4), but the exercise audits for fp16: its multiple is 8":
