@@ -114,7 +114,8 @@ def _ties(ok: pd.DataFrame, answer: str, best: str, calls: int) -> bool:
     if not isinstance(a, (list, tuple)) or not isinstance(b, (list, tuple)) or len(a) != len(b) or len(a) < 2:
         return False
     setup = {m: 0.0 if pd.isna(ok.loc[m].get("setup_s")) else float(ok.loc[m, "setup_s"]) for m in (answer, best)}
-    ratios = [(setup[answer] + calls * float(x) / 1e3) / (setup[best] + calls * float(y) / 1e3) for x, y in zip(a, b)]
+    ratios = [(setup[answer] + calls * float(x) / 1e3) / (setup[best] + calls * float(y) / 1e3)
+              for x, y in zip(a, b, strict=True)]
     return paired_verdict(ratios, null=1.0, above="slower", below="faster").verdict.startswith("tie")
 
 
