@@ -247,3 +247,25 @@ def test_graph_method_accepts_a_tie_inside_the_rounds_spread():
     table["ms"] = [4.0, 0.70, 0.65]
     with pytest.raises(WrongAnswer, match="ex_method_long"):
         l08.check_graph_method(table, graph, graph)
+
+
+def test_graph_method_a_broken_round_is_no_tie_and_no_crash():
+    graph, compiled = "CUDA graph (torch.cuda.CUDAGraph)", 'torch.compile(mode="reduce-overhead")'
+    table = graph_table().assign(ms=[4.0, 0.85, 0.65])
+    table["ms_rounds"] = [[4.0, 4.1, 3.9], [0.85, float("nan"), 0.84], [0.65, 0.66, "x"]]
+    with pytest.raises(WrongAnswer, match="ex_method_long"):
+        l08.check_graph_method(table, graph, graph)
+
+
+def test_card_plan_a_model_that_fails_shows_a_hint_not_the_checker():
+    class Broken(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.ones(2, dtype=torch.float16))
+
+        def forward(self, x):
+            raise TypeError("forward() got an unexpected argument")
+
+    net, x = overflow_net()
+    with pytest.raises(WrongAnswer, match=r"ex_t4_model\(ex_x.half\(\)\) failed: forward\(\) got"):
+        l08.check_card_plan(RIGHT, Broken(), net, x)

@@ -114,9 +114,12 @@ def _ties(ok: pd.DataFrame, answer: str, best: str, calls: int) -> bool:
     if not isinstance(a, (list, tuple)) or not isinstance(b, (list, tuple)) or len(a) != len(b) or len(a) < 2:
         return False
     setup = {m: 0.0 if pd.isna(ok.loc[m].get("setup_s")) else float(ok.loc[m, "setup_s"]) for m in (answer, best)}
-    ratios = [(setup[answer] + calls * float(x) / 1e3) / (setup[best] + calls * float(y) / 1e3)
-              for x, y in zip(a, b, strict=True)]
-    return paired_verdict(ratios, null=1.0, above="slower", below="faster").verdict.startswith("tie")
+    try:
+        ratios = [(setup[answer] + calls * float(x) / 1e3) / (setup[best] + calls * float(y) / 1e3)
+                  for x, y in zip(a, b, strict=True)]
+        return paired_verdict(ratios, null=1.0, above="slower", below="faster").verdict.startswith("tie")
+    except (TypeError, ValueError, ZeroDivisionError):  # a round that is not a number: no tie can be shown
+        return False
 
 
 def _best(ok: pd.DataFrame, cost: Any) -> str:
@@ -267,7 +270,7 @@ def check_card_plan(plan: Any, model: Any, net: nn.Module, x: torch.Tensor) -> N
                "cast the rest to FP16"))
     try:
         err = _error(model, torch.float16, net, x)
-    except RuntimeError as exc:
+    except Exception as exc:  # the learner's model failing: its error as a hint, not the checker's traceback
         raise WrongAnswer(tr("ex_t4_model(ex_x.half()) failed: {exc}", exc=exc)) from None
     require(math.isfinite(err), tr("the output still has inf/NaN: does the island reach from the layer that "
                                    "makes the large values to the one that shrinks them?"))
