@@ -229,3 +229,43 @@ def test_card_plan_names_an_ex_net_changed_in_place():
     model = keep_in_fp32(net, ["1"]).half()
     with pytest.raises(WrongAnswer, match="ex_net was changed in place"):
         l08.check_card_plan(RIGHT, model, net, x)
+
+
+def test_graph_method_accepts_a_tie_inside_the_rounds_spread():
+    # Graph and compile per call inside each other's spread: for the long process either is right; outside it,
+    # only the faster one.
+    graph, compiled = "CUDA graph (torch.cuda.CUDAGraph)", 'torch.compile(mode="reduce-overhead")'
+    table = graph_table().assign(ms=[4.0, 0.70, 0.65])  # medians 8 % apart: beyond the 2 % a single table allows
+    table["ms_rounds"] = [[4.0, 4.1, 3.9], [0.60, 0.70, 0.80], [0.70, 0.65, 0.60]]
+    l08.check_graph_method(table, graph, graph)  # but a tie for 10^7 calls, round by round
+    l08.check_graph_method(table, graph, compiled)
+    table["ms_rounds"] = [[4.0, 4.1, 3.9], [0.85, 0.86, 0.84], [0.65, 0.66, 0.64]]
+    table["ms"] = [4.0, 0.85, 0.65]
+    with pytest.raises(WrongAnswer, match="ex_method_long: a setup is paid once"):
+        l08.check_graph_method(table, graph, graph)
+    table["ms_rounds"] = [[4.0], [0.70], [0.65]]  # one round: no spread, so no tie either
+    table["ms"] = [4.0, 0.70, 0.65]
+    with pytest.raises(WrongAnswer, match="ex_method_long"):
+        l08.check_graph_method(table, graph, graph)
+
+
+def test_graph_method_a_broken_round_is_no_tie_and_no_crash():
+    graph = "CUDA graph (torch.cuda.CUDAGraph)"
+    table = graph_table().assign(ms=[4.0, 0.85, 0.65])
+    table["ms_rounds"] = [[4.0, 4.1, 3.9], [0.85, float("nan"), 0.84], [0.65, 0.66, "x"]]
+    with pytest.raises(WrongAnswer, match="ex_method_long"):
+        l08.check_graph_method(table, graph, graph)
+
+
+def test_card_plan_a_model_that_fails_shows_a_hint_not_the_checker():
+    class Broken(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.ones(2, dtype=torch.float16))
+
+        def forward(self, x):
+            raise TypeError("forward() got an unexpected argument")
+
+    net, x = overflow_net()
+    with pytest.raises(WrongAnswer, match=r"ex_t4_model\(ex_x.half\(\)\) failed: forward\(\) got"):
+        l08.check_card_plan(RIGHT, Broken(), net, x)

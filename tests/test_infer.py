@@ -652,3 +652,41 @@ def test_datasheet_bandwidth_by_name_and_memory():
         datasheet_bandwidth(4800)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="memory_gib must be a finite number > 0"):
         datasheet_bandwidth("NVIDIA H200", "80")  # type: ignore[arg-type]
+
+
+def test_latency_sweep_rounds_interleave_and_keep_every_round():
+    df = latency_sweep(tiny_cnn(), images, [1, 4], precisions=["fp32", "bf16"], device="cpu", min_run_time=0.01,
+                       warmup=1, rounds=3)
+    assert (df["status"] == "ok").all() and len(df) == 4
+    for _, row in df.iterrows():
+        assert len(row["ms_rounds"]) == 3
+        assert row["ms_min"] <= row["ms_per_batch"] <= row["ms_max"]
+        assert row["ms_per_batch"] == pytest.approx(float(pd.Series(row["ms_rounds"]).median()))
+    pd.testing.assert_series_equal(df["items_per_s"], df["batch"] / df["ms_per_batch"] * 1e3, check_names=False)
+    with pytest.raises(ValueError, match="rounds must be"):
+        latency_sweep(tiny_cnn(), images, [1], device="cpu", rounds=0)
+
+
+def test_latency_sweep_profiles_only_after_every_timing(monkeypatch):
+    # CUPTI can stay attached after the profiler ran (pytorch#144455): no cell may be timed after it.
+    import dataclasses
+
+    from fp16lab.labs.inference import infer
+
+    calls: list[str] = []
+    real_plan, real_time = infer._plan, infer._time
+    monkeypatch.setattr(infer, "_plan", lambda *a: dataclasses.replace(real_plan(*a[:10], False, a[11]), gpu_busy=True))
+    monkeypatch.setattr(infer, "_time", lambda fn, plan: (calls.append("time"), real_time(fn, plan))[1])
+    monkeypatch.setattr(infer, "gpu_kernel_time", lambda fn: (calls.append("profile"), fn(), 1e-4)[2])
+    df = latency_sweep(tiny_cnn(), images, [1, 4], precisions=["fp32", "bf16"], device="cpu", min_run_time=0.01,
+                       warmup=1, rounds=2)
+    assert calls == ["time"] * 8 + ["profile"] * 4
+    assert df["gpu_kernel_ms"].tolist() == pytest.approx([0.1] * 4)
+    pd.testing.assert_series_equal(df["gpu_busy"], df["gpu_kernel_ms"] / df["ms_per_batch"], check_names=False)
+
+
+def test_latency_sweep_a_round_out_of_memory_is_the_rows_status():
+    df = latency_sweep(OOMAtBatch(4), lambda b: torch.randn(b, 4), [1, 4], precisions=["fp32"], device="cpu",
+                       min_run_time=0.01, rounds=2)
+    assert df["status"].tolist() == ["ok", "out of memory"]
+    assert len(df["ms_rounds"].iloc[0]) == 2

@@ -254,6 +254,7 @@ class _SweepPlan:
     warmup: int
     timer: str
     gpu_busy: bool
+    rounds: int = 1
 
 
 def _check_input(make_input: Callable[[int], torch.Tensor], batch: int, layouts: set[bool]) -> None:
@@ -274,7 +275,7 @@ def _check_input(make_input: Callable[[int], torch.Tensor], batch: int, layouts:
 
 def _plan(model: object, make_input: object, batch_sizes: object, precisions: Sequence[str], modes: Sequence[str],
           channels_last: Sequence[bool], device: object, min_run_time: object, warmup: object, timer: object,
-          gpu_busy: object) -> _SweepPlan:
+          gpu_busy: object, rounds: object = 1) -> _SweepPlan:
     instance("model", model, nn.Module, "a torch.nn.Module")
     maker = function("make_input", make_input, "a function batch_size -> input tensor", n_args=1)
     batches = distinct("batch_sizes", sequence_of("batch_sizes", batch_sizes, example="[1, 8, 64]", item=positive_int))
@@ -285,7 +286,7 @@ def _plan(model: object, make_input: object, batch_sizes: object, precisions: Se
     if (busy or timer == "cuda_events") and dev.type != "cuda":
         raise ValueError(f"gpu_busy=True and timer='cuda_events' need a CUDA device, got device {str(dev)!r}")
     plan = _SweepPlan(batches, vs, dev, positive_float("min_run_time", min_run_time), non_negative_int("warmup", warmup),
-                      timer, busy)
+                      timer, busy, positive_int("rounds", rounds))
     for b in batches:  # every size: a wrong batch would make items/s silently wrong
         _check_input(maker, b, {v.channels_last for v in vs})
     return plan
@@ -309,30 +310,30 @@ def _row(v: Variant, batch: int, dev: torch.device, status: str, **values: Any) 
 def _measure(model: nn.Module, make_input: Callable[[int], torch.Tensor], v: Variant, batch: int,
              plan: _SweepPlan) -> dict[str, Any]:
     x = _prepare_x(make_input(batch), v, plan.device)
-    fn = _runner(model, x, v)
-    t = _time(fn, plan)
+    t = _time(_runner(model, x, v), plan)
     values = {"input_shape": "x".join(map(str, x.shape[1:])),  # one item's shape: what the sweep fed the model
               "ms_per_batch": t.median_s * 1e3, "iqr_ms": t.iqr_s * 1e3, "items_per_s": batch / t.median_s}
-    if plan.gpu_busy:
-        kernel_s = gpu_kernel_time(fn)
-        values.update(gpu_kernel_ms=kernel_s * 1e3, gpu_busy=kernel_s / t.median_s)
     return _row(v, batch, plan.device, "ok", **values)
 
 
 def _sweep_variant(model: nn.Module, make_input: Callable[[int], torch.Tensor], v: Variant,
-                   plan: _SweepPlan) -> list[dict[str, Any]]:
+                   plan: _SweepPlan, batches: Sequence[int] | None = None,
+                   each: Callable[[nn.Module, Callable[[int], torch.Tensor], Variant, int, _SweepPlan],
+                                  dict[str, Any]] = _measure) -> list[dict[str, Any]]:
+    """Rows of ``each`` (default: a timing) for ``batches`` (default: the plan's) on one prepared copy of ``model``."""
     dev = plan.device
+    todo = list(plan.batch_sizes if batches is None else batches)
     if not supports(v.precision, dev):
         why = f"unsupported: {v.precision.value} is not native on this device"
-        return [_row(v, b, dev, why) for b in plan.batch_sizes]
+        return [_row(v, b, dev, why) for b in todo]
     rows: list[dict[str, Any]] = []
     prepared: nn.Module | None = None
     try:
         prepared = _prepare(model, v, dev)
         with precision_context(v.precision):
-            for i, b in enumerate(plan.batch_sizes):
+            for i, b in enumerate(todo):
                 try:
-                    rows.append(_measure(prepared, make_input, v, b, plan))
+                    rows.append(each(prepared, make_input, v, b, plan))
                 except Exception as exc:  # an OOM is a row; anything else is a real error
                     if not is_oom(exc):
                         if hasattr(exc, "add_note"):  # Python 3.11+: say where, keep the model's own error
@@ -341,16 +342,40 @@ def _sweep_variant(model: nn.Module, make_input: Callable[[int], torch.Tensor], 
                         raise
                     free_memory(dev)
                     rows.append(_row(v, b, dev, "out of memory"))
-                    rows += [_row(v, later, dev, f"skipped: out of memory at batch {b}") for later in plan.batch_sizes[i + 1:]]
+                    rows += [_row(v, later, dev, f"skipped: out of memory at batch {b}") for later in todo[i + 1:]]
                     break
     except Exception as exc:
         if not is_oom(exc):
             raise
-        rows = [_row(v, b, dev, "out of memory (model)") for b in plan.batch_sizes]
+        rows = [_row(v, b, dev, "out of memory (model)") for b in todo]
     finally:
         del prepared
         free_memory(dev)
     return rows
+
+
+def _kernel_time(model: nn.Module, make_input: Callable[[int], torch.Tensor], v: Variant, batch: int,
+                 plan: _SweepPlan) -> dict[str, Any]:
+    x = _prepare_x(make_input(batch), v, plan.device)
+    return {"batch": batch, "gpu_kernel_ms": gpu_kernel_time(_runner(model, x, v)) * 1e3}
+
+
+def _merge_rounds(per_round: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One row per variant and batch: the median over the rounds that measured it, with every round's time."""
+    merged = []
+    for cells in zip(*per_round, strict=True):
+        ok = [c for c in cells if c["status"] == "ok"]
+        if len(ok) < len(cells):  # a round that ran out of memory: the row says so, not a median of the others
+            merged.append(next(c for c in cells if c["status"] != "ok"))
+            continue
+        times = [c["ms_per_batch"] for c in ok]
+        row = dict(ok[0])
+        ms = float(pd.Series(times).median())
+        row.update(ms_per_batch=ms, items_per_s=row["batch"] / ms * 1e3,
+                   iqr_ms=float(pd.Series([c["iqr_ms"] for c in ok]).median()),
+                   ms_min=min(times), ms_max=max(times), ms_rounds=times)
+        merged.append(row)
+    return merged
 
 
 def latency_sweep(
@@ -366,6 +391,7 @@ def latency_sweep(
     warmup: int = 3,
     timer: str = "benchmark",
     gpu_busy: bool = False,
+    rounds: int = 1,
     progress: bool = False,
 ) -> pd.DataFrame:
     """Milliseconds per batch and items per second of ``model`` for every variant and batch size.
@@ -374,25 +400,45 @@ def latency_sweep(
     variant). Each variant runs on a copy of ``model`` (:func:`prepare_model`) under
     ``torch.inference_mode``; ``fp32`` is true FP32 (TF32 off). Timing: :func:`fp16lab.timing.time_fn`
     (``timer="benchmark"``, torch.utils.benchmark) or :func:`fp16lab.timing.time_cuda_events`
-    (``"cuda_events"``), after ``warmup`` calls; ``gpu_busy=True`` adds the profiler's kernel time
-    and the GPU-busy fraction (CUDA only). An out-of-memory error or a precision the device does
-    not run natively becomes a row with its ``status``, never an exception.
+    (``"cuda_events"``), after ``warmup`` calls. ``rounds`` > 1 interleaves: every variant is timed
+    once per round, round after round, so slow drift (clocks, other work on the host) reaches every
+    variant alike; each row then holds the median over rounds (``ms_per_batch``), every round's time
+    (``ms_rounds``) and their range (``ms_min``, ``ms_max``): ratios between two variants taken
+    round by round give the spread a difference must beat. ``gpu_busy=True`` adds the profiler's
+    kernel time and the GPU-busy fraction (CUDA only), in a pass *after* all the timing: the
+    profiler (CUPTI) can stay attached once used and slow later kernel launches (pytorch#144455), so
+    no timing here runs after it. An out-of-memory error or a precision the device does not run
+    natively becomes a row with its ``status``, never an exception.
 
     Defaults: fp32/fp16/bf16, cast, NCHW, the best device, ``min_run_time=0.2`` s, ``warmup=3``,
-    no profiling, no progress bar. One row per variant and batch size; ``input_shape`` is one
-    item's shape as measured (``"3x224x224"``; missing where nothing was measured).
+    no profiling, ``rounds=1`` (no range columns), no progress bar. One row per variant and batch
+    size; ``input_shape`` is one item's shape as measured (``"3x224x224"``; missing where nothing
+    was measured).
     """
     plan = _plan(model, make_input, batch_sizes, precisions, modes, channels_last, device, min_run_time, warmup,
-                 timer, gpu_busy)
+                 timer, gpu_busy, rounds)
     boolean("progress", progress)
-    items: Any = plan.variants
+    items: Any = [(r, v) for r in range(plan.rounds) for v in plan.variants]  # interleaved: round by round
     if progress:
         from tqdm.auto import tqdm
 
-        items = tqdm(plan.variants, desc="variants")
-    rows: list[dict[str, Any]] = []
-    for v in items:
-        rows += _sweep_variant(model, make_input, v, plan)
+        items = tqdm(items, desc="rounds x variants")
+    per_round: list[list[dict[str, Any]]] = [[] for _ in range(plan.rounds)]
+    for r, v in items:
+        per_round[r] += _sweep_variant(model, make_input, v, plan)
+    rows = per_round[0] if plan.rounds == 1 else _merge_rounds(per_round)
+    if plan.gpu_busy:  # the profiler last: nothing is timed after it (CUPTI can stay attached)
+        for v in plan.variants:
+            done = [row["batch"] for row in rows if row["variant"] == v.label and row["status"] == "ok"]
+            if not done:
+                continue
+            kernel = {k["batch"]: k["gpu_kernel_ms"] for k in _sweep_variant(model, make_input, v, plan, done,
+                                                                              each=_kernel_time) if "gpu_kernel_ms" in k
+                      and k.get("status", "ok") == "ok"}
+            for row in rows:
+                if row["variant"] == v.label and row["batch"] in kernel:
+                    row["gpu_kernel_ms"] = kernel[row["batch"]]
+                    row["gpu_busy"] = kernel[row["batch"]] / row["ms_per_batch"]
     frame = pd.DataFrame(rows)
     frame["ms_per_item"] = frame["ms_per_batch"] / frame["batch"]
     return frame
