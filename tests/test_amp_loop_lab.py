@@ -26,7 +26,17 @@ def test_expected_ratio_counts_multiply_adds_as_two_flops():
     e = expected_overhead_ratio(_table(), batch=256, peak_tflops=100.0)
     assert e["cost_ms"] == pytest.approx((256 / 4900 - 256 / 5000) * 1e3)
     assert e["fastest_step_ms"] == pytest.approx(6 * RESNET50_GMACS * 1e9 * 256 / 100e12 * 1e3)
+    assert e["cost_bound_ms"] == pytest.approx(e["cost_ms"])   # no spread between the rounds: the cost itself
     assert e["expected_ratio_floor"] == pytest.approx(e["fastest_step_ms"] / (e["fastest_step_ms"] + e["cost_ms"]))
+
+
+def test_expected_ratio_of_a_tie_is_bounded_by_the_spread():
+    # train_step measured faster inside the noise: no negative cost carried over, the spread bounds it
+    frame = pd.DataFrame({"loop": ["hand-written", "fp16lab.train_step"] * 2, "samples_per_s": [5000.0, 5020.0,
+                          5100.0, 5110.0], "batch": 256, "image_size": 224})
+    e = expected_overhead_ratio(frame, batch=256, peak_tflops=100.0)
+    assert e["cost_ms"] < 0 and e["cost_bound_ms"] == pytest.approx((5100 / 5000 - 1) * 256 / 5050 * 1e3)
+    assert e["expected_ratio_floor"] < 1
 
 
 def test_bad_arguments_are_named():
