@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from fp16lab.checks import boolean, positive_float, positive_int, text
+from fp16lab.checks import boolean, function, positive_float, positive_int, text
 from fp16lab.device import OOM_ERRORS, free_memory
 from fp16lab.labs.memory.pitfalls import host_syncs
 from fp16lab.timing import time_fn
@@ -42,6 +42,7 @@ def host_syncs_per_step(step: Callable[[], None], device: torch.device, *, steps
     (the first calls create the scaler's and the optimizer's state and let cuDNN choose its kernels). NaN where
     the device is not a CUDA GPU (there is nothing to wait for).
     """
+    step = function("step", step, "a function of no arguments (one training step)", n_args=0)
     if not isinstance(device, torch.device):
         raise ValueError(f"device must be a torch.device, got {device!r}")
     steps, warmup = positive_int("steps", steps), positive_int("warmup", warmup, minimum=0)
