@@ -14,7 +14,8 @@ DEV = torch.device("cpu")
 
 
 def _loop(*, unscale=True, clip=True, half=False, zero="after", scaler_on=True, update=True, dtype=torch.float16,
-          autocast_on=True, loss_inside=True, fixed_lr=None, fixed_norm=None, step_first=False):
+          autocast_on=True, loss_inside=True, fixed_lr=None, fixed_norm=None, step_first=False, clip_first=False,
+          returns=True):
     def train(model, batches, lr=0.05, max_norm=0.5):
         if half:
             model = model.half()
@@ -30,9 +31,11 @@ def _loop(*, unscale=True, clip=True, half=False, zero="after", scaler_on=True, 
             scaler.scale(loss).backward()
             if step_first:   # the broken loop's order kept: the step before the unscale_ and the clip
                 scaler.step(opt)
+            if clip_first:   # the clip moved before the step, but also before unscale_
+                torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
             if unscale:
                 scaler.unscale_(opt)
-            if clip:
+            if clip and not clip_first:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), fixed_norm or max_norm)
             if zero == "before step":
                 opt.zero_grad(set_to_none=True)
@@ -42,7 +45,7 @@ def _loop(*, unscale=True, clip=True, half=False, zero="after", scaler_on=True, 
                 scaler.update()
             if zero == "after":
                 opt.zero_grad(set_to_none=True)
-        return model
+        return model if returns else None
     return train
 
 
@@ -96,6 +99,8 @@ def test_fixed_loop(ex1, capsys):
     (_loop(fixed_lr=0.05), "learning rate passed in"),                       # the default lr typed in
     (_loop(step_first=True), "unscale_ and the clip go before scaler.step"),  # step -> unscale_ -> clip -> update
     (_loop(step_first=True, unscale=False), "did not act on the gradients the optimizer used"),  # step -> clip -> update
+    (_loop(clip_first=True), "still multiplied by the\\s+loss scale"),  # clip -> unscale_ -> step: the wrong order
+    (_loop(returns=False), "must return the trained model"),             # trained in place, nothing returned
 ])
 def test_fixed_loop_rejects(ex1, wrong, hint):
     model, batches = ex1
@@ -150,8 +155,12 @@ def test_first_applied(capsys):
     h = _probe([True] * 4 + [False] * 16)
     l02.check_first_applied(h, 5)
     assert "✓" in capsys.readouterr().out
-    with pytest.raises(AssertionError, match="not the row index"):
-        l02.check_first_applied(h, 4)                       # h.index of the first applied row
+    with pytest.raises(WrongAnswer, match="one step too early"):
+        l02.check_first_applied(h, 4)                       # h.index of the first applied row (also: the count of skips)
+    with pytest.raises(WrongAnswer, match="not that step"):
+        l02.check_first_applied(h, 1)                       # the first skipped step
+    with pytest.raises(WrongAnswer, match="not that step"):
+        l02.check_first_applied(h, 6)                       # one too far
     with pytest.raises(AssertionError, match="starting at 2\\*\\*22"):
         l02.check_first_applied(_probe([False] * 20, first_scale=65536.0), 1)   # the default scaler
     with pytest.raises(AssertionError, match="every step was skipped"):
@@ -185,12 +194,14 @@ def _run_by_hand(model0, batches, steps=8, every=2):
     return run
 
 
-def _save(*, scaler=True, optimizer=True, objects=False):
+def _save(*, scaler=True, optimizer=True, objects=False, model_state=True):
     def save_state(path, model, opt, sc, step):
         if objects:
             torch.save({"model": model, "optimizer": opt, "scaler": sc, "step": step}, path)
             return
-        state = {"model": model.state_dict(), "step": step}
+        state = {"step": step}
+        if model_state:
+            state["model"] = model.state_dict()
         if optimizer:
             state["optimizer"] = opt.state_dict()
         if scaler:
@@ -225,7 +236,8 @@ def _load_objects(path, model, opt, sc):
 def _load(*, offset=0):
     def load_state(path, model, opt, sc):
         state = torch.load(path, weights_only=True)
-        model.load_state_dict(state["model"])
+        if "model" in state:
+            model.load_state_dict(state["model"])
         if "optimizer" in state:
             opt.load_state_dict(state["optimizer"])
         if "scaler" in state:
@@ -245,6 +257,7 @@ def test_resume_by_hand(ex1, tmp_path, capsys):
     (_save_scale_only, _load_scale_only, "growth tracker"),                 # the scale alone
     (_save(objects=True), _load_objects, "weights_only=True\\)"),            # whole objects, unsafe load
     (_save(optimizer=False), _load(), "Adam's moments"),                    # another
+    (_save(model_state=False), _load(), "weights after load_state"),        # the weights themselves forgotten
     (_save(objects=True), _load(), "state_dict\\(\\)s, not the objects"),   # whole objects, weights_only load
     (_save(), _load(offset=1), "returned another step"),                    # off by one: the next step
     (_save(), lambda path, model, opt, sc: None, "an int"),                 # nothing returned

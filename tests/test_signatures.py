@@ -517,6 +517,11 @@ OVERRIDES.update({   # lesson 02's lab: a GiB -> batch table, and the overhead t
     "fp16lab.labs.amp_loop.expected_overhead_ratio": {"frame": lambda tmp: __import__("pandas").DataFrame(
         {"loop": ["hand-written", "fp16lab.train_step"], "samples_per_s": [100.0, 99.0], "batch": 8,
          "image_size": 224}), "batch": lambda tmp: 8, "peak_tflops": lambda tmp: 100.0},
+    "fp16lab.labs.amp_loop.overhead_summary": {"frame": lambda tmp: __import__("pandas").DataFrame(
+        {"loop": ["hand-written", "fp16lab.train_step"], "round": [0, 0], "samples_per_s": [100.0, 99.0]})},
+    "fp16lab.labs.amp_loop.paired_gap": {"base": lambda tmp: [0.9, 0.8, 0.85], "other": lambda tmp: [0.91, 0.79, 0.86]},
+    "fp16lab.labs.amp_loop.host_syncs_per_step": {"step": lambda tmp: (lambda: None),
+                                                  "device": lambda tmp: torch.device("cpu")},
 })
 
 _BENCH = "fp16lab.labs.benchmark."

@@ -185,6 +185,9 @@ def check_first_applied(h_probe: object, first_applied: object, init_scale: floa
             tr("Hint: assign the step number itself, an int, to first_applied (not a Series or a row: "
                "int(...iloc[0]))"))
     expected = 1 + sum(1 for _ in itertools.takewhile(bool, h_probe["skipped"]))
+    require(first_applied != expected - 1,   # the row index (from 0), the last skipped step, or the count of skips
+            tr("Hint: one step too early: that step was still skipped. The 'step' column counts from 1 (the row index "
+               "from 0), and a count of skipped steps is not a step number"))
     require(first_applied == expected, tr("Hint: not that step: steps are numbered from 1 (the 'step' column, not the "
                                      "row index), and a skipped step has skipped=True"))
     verdict(True, "", done=tr("correct: the scaler halved its scale on every overflow until the gradients fit in fp16"))

@@ -239,6 +239,8 @@ HINTS: dict[str, str] = {
     "Hint: every step was skipped: the scale did not get low enough in 20 steps": "提示：每一步都被跳过了：20 步内缩放因子没有降到足够低",
     "Hint: assign the step number itself, an int, to first_applied (not a Series or a row: int(...iloc[0]))":
         "提示：把步号本身（一个 int）赋给 first_applied（不是 Series 或一行：int(...iloc[0])）",
+    "Hint: one step too early: that step was still skipped. The 'step' column counts from 1 (the row index from 0), and a count of skipped steps is not a step number":
+        "提示：早了一步：那一步仍被跳过。'step' 列从 1 开始计数（行索引从 0 开始），被跳过的步数也不是步号",
     "Hint: not that step: steps are numbered from 1 (the 'step' column, not the row index), and a skipped step has skipped=True":
         "提示：不是这一步：步号从 1 开始（看 'step' 列，不是行索引），被跳过的步 skipped=True",
     "correct: your loop trains exactly as the recipe of section 2": "正确：你的训练循环与第 2 节的方案训练结果完全一致",
