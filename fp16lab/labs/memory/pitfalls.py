@@ -223,8 +223,8 @@ def ratio_verdict(value: float, baseline: float, value_spread: float, baseline_s
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
             raise ValueError(f"{name} must be a positive finite number, got {v!r}")
     for name, v in (("value_spread", value_spread), ("baseline_spread", baseline_spread)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-            raise ValueError(f"{name} must be a number >= 0 (NaN for one run), got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or math.isinf(v):
+            raise ValueError(f"{name} must be a finite number >= 0 (NaN for one run), got {v!r}")
     for name, word in (("above", above), ("below", below)):
         if not isinstance(word, str) or not word.strip():
             raise ValueError(f"{name} must be a non-empty word such as 'faster', got {word!r}")
