@@ -369,7 +369,8 @@ def _per_setting(runs: pd.DataFrame) -> pd.DataFrame:
         row["ms_spread"] = float((ms.max() - ms.min()) / ms.median()) if len(ms) > 1 else float("nan")
         row["runs"] = len(ms)
         out.append(row)
-    return pd.DataFrame(out)
+    table = pd.DataFrame(out)
+    return table[[c for c in runs.columns if c in table] + [c for c in table if c not in runs.columns]]  # the runs' order
 
 
 # ------------------------------------------------------------------ snapshots
