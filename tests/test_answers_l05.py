@@ -55,6 +55,42 @@ def test_batch_plan_follows_a_smaller_card():
         check_batch_plan(small, 64, 24)
 
 
+def _with(fits, precision, sizes):
+    rows = [{"precision": precision, "batch_size": b, "ok": True} for b in sizes]
+    return pd.concat([fits, pd.DataFrame(rows + [{"precision": precision, "batch_size": 2 * max(sizes), "ok": False}])],
+                     ignore_index=True)
+
+
+@pytest.mark.parametrize(("precision", "sizes", "micro", "accum", "named"), [
+    ("fp8", (256, 512, 1024), 768, 2, "FP8"),       # the FP8 rows (lesson 09) fit more: not this exercise's precision
+    ("bf16", (256, 384, 400), 384, 4, "BF16"),      # a smaller fit than fp16's: not just "a larger micro-batch"
+])
+def test_batch_plan_names_the_precision_whose_rows_were_read(precision, sizes, micro, accum, named):
+    fits = _with(_fits(), precision, sizes)
+    with pytest.raises(WrongAnswer, match=f"that is what fits in {named}; you train in FP16 AMP"):
+        check_batch_plan(fits, micro, accum)
+    check_batch_plan(fits, 512, 3)  # the fp16 rows' answer still passes
+
+
+def test_batch_plan_reading_every_precisions_rows_at_once_is_named():
+    fits = _with(_fits(), "fp8", (256, 512, 1024))
+    ok = fits[fits["ok"]]
+    largest = int(ok["batch_size"].max())  # the mistake: no precision filter
+    micro = max(d for d in range(1, min(largest, 1536) + 1) if 1536 % d == 0)
+    with pytest.raises(WrongAnswer, match="FP8"):
+        check_batch_plan(fits, micro, 1536 // micro)
+
+
+def test_batch_plan_with_the_ok_column_ignored_did_not_fit():
+    fits = pd.concat([_fits(), pd.DataFrame([{"precision": "fp16", "batch_size": 1024, "ok": False}])],
+                     ignore_index=True)  # the search's doubling step ran out of memory at 1024, as on the 4090D budget
+    largest = int(fits[fits["precision"] == "fp16"]["batch_size"].max())
+    micro = max(d for d in range(1, min(largest, 1536) + 1) if 1536 % d == 0)
+    assert micro == 768
+    with pytest.raises(WrongAnswer, match="did not fit: read the fp16 rows with ok=True"):
+        check_batch_plan(fits, micro, 1536 // micro)
+
+
 def test_batch_plan_without_a_search_fails_and_says_why():
     with pytest.raises(WrongAnswer, match="cannot run here.*fits.frame is None"):
         check_batch_plan(None, 512, 3)
@@ -100,11 +136,33 @@ def test_lean_accepts_one_allocation(capsys):
     assert "correct" in capsys.readouterr().out
 
 
+def biased_std(x):
+    y = x - x.mean(dim=1, keepdim=True)
+    y.div_(y.std(dim=1, keepdim=True, unbiased=False))
+    return y.clamp_(-3, 3)
+
+
+def no_clamp(x):
+    y = x - x.mean(dim=1, keepdim=True)
+    return y.div_(y.std(dim=1, keepdim=True))
+
+
+def in_half(x):
+    y = x.half()
+    y.sub_(y.mean(dim=1, keepdim=True))
+    y.div_(y.std(dim=1, keepdim=True))
+    return y.clamp_(-3, 3)
+
+
 @pytest.mark.parametrize(("fn", "hint"), [
     (in_place_on_input, "changed its input"),
     (normalise, "allocated .* times its input's size"),
     (clamp_out_of_place, "allocated .* times its input's size"),
     (lambda x: x.clone().mul_(2), "values differ"),
+    (biased_std, "constant factor per row: compute the standard deviation"),
+    (no_clamp, "the clamp is missing"),
+    (in_half, "returns torch.float16, its input is torch.float32"),
+    (lambda x: 3, "values differ"),
 ])
 def test_lean_rejects_wrong_answers(fn, hint):
     x = X.clone()
@@ -137,9 +195,23 @@ def test_gated_accepts_out_of_place(capsys):
     assert "correct" in capsys.readouterr().out
 
 
+def gated_no_grad(x, w):
+    with torch.no_grad():
+        h = x @ w
+        return h * torch.sigmoid(h)
+
+
+def gated_h_detached(x, w):
+    h = x @ w
+    return h.detach() * torch.sigmoid(h)
+
+
 @pytest.mark.parametrize(("fn", "hint"), [
     (gated_in_place, "backward pass fails"),
     (gated_detached, "gradient for w is wrong"),
+    (gated_h_detached, "gradient for w is wrong"),
+    (gated_no_grad, "does not require grad: torch.no_grad"),
+    (lambda x, w: (x @ w).detach(), "does not require grad"),
     (lambda x, w: torch.sigmoid(x @ w), "values differ"),
     (None, "assign your function"),
 ])

@@ -187,6 +187,28 @@ def test_allocator_experiment_without_cuda_says_why_before_starting_a_child() ->
         allocator_experiment("expandable_segments:True", steps=2, timeout=120)
 
 
+def test_per_setting_takes_medians_and_the_spread_of_the_repeats() -> None:
+    runs = pd.DataFrame([
+        {"alloc_conf": "(default)", "empty_cache_every": e, "ms_per_step": ms, "segments_allocated": seg,
+         "live_segments": 9, "expandable_segments": False, "oom": False}
+        for e, ms, seg in ((0, 0.5, 11), (1, 1.3, 320), (0, 0.4, 11), (1, 1.2, 320), (0, 0.6, 11), (1, 1.4, 320))])
+    table = M._per_setting(runs)
+    assert list(table["empty_cache_every"]) == [0, 1]  # first-seen order, one row each
+    never = table.set_index("empty_cache_every").loc[0]
+    assert never["ms_per_step"] == pytest.approx(0.5) and never["ms_spread"] == pytest.approx(0.2 / 0.5)
+    assert never["runs"] == 3 and never["segments_allocated"] == 11 and never["alloc_conf"] == "(default)"
+    assert not never["oom"] and not never["expandable_segments"] and not pd.isna(never["expandable_segments"])
+    one = M._per_setting(runs.iloc[:1])
+    assert one["runs"].iloc[0] == 1 and math.isnan(one["ms_spread"].iloc[0])  # one run: no spread
+
+
+def test_per_setting_keeps_an_out_of_memory_setting() -> None:
+    runs = pd.DataFrame([{"alloc_conf": "(default)", "empty_cache_every": 0, "oom": True, "error": "OutOfMemoryError"},
+                         {"alloc_conf": "(default)", "empty_cache_every": 0, "oom": True, "error": "OutOfMemoryError"}])
+    row = M._per_setting(runs).iloc[0]
+    assert row["oom"] and row["runs"] == 0 and math.isnan(row["ms_spread"]) and row["error"] == "OutOfMemoryError"
+
+
 def test_cli_refuses_bad_everies() -> None:
     with pytest.raises(SystemExit, match="^2$"):  # argparse's usage error
         M.main(["workload", "--empty-cache-every", "x"])
@@ -205,6 +227,16 @@ def test_workload_on_the_gpu() -> None:
 def test_allocator_experiment_expandable_on_the_gpu() -> None:
     table = allocator_experiment("expandable_segments:True", steps=6, batch=16, unit_mib=1.0, empty_cache_every=(0, 1))
     assert list(table["empty_cache_every"]) == [0, 1] and (~table["oom"]).all()
+
+
+@CUDA
+def test_expandable_segments_grow_one_segment_on_the_gpu() -> None:
+    default = allocator_experiment(None, steps=8, repeats=2).iloc[0]
+    grown = allocator_experiment("expandable_segments:True", steps=8, repeats=2).iloc[0]
+    assert default["runs"] == 2 and default["ms_spread"] >= 0
+    if grown["expandable_segments"]:
+        assert grown["segments_allocated"] < default["segments_allocated"]
+        assert grown["live_segments"] < default["live_segments"]
 
 
 # ------------------------------------------------------------------ snapshots

@@ -13,6 +13,7 @@ from fp16lab.labs.memory.pitfalls import (
     feed_rate,
     host_syncs,
     interleaved,
+    ratio_verdict,
     rtx4090d_budget_mib,
     step_profile,
     window_rates,
@@ -79,6 +80,7 @@ def test_aten_ops_names_the_adam_implementation(flags, marker):
 def test_window_rates_on_the_cpu():
     out = window_rates(lambda: sum(range(1000)), 100, "cpu", windows=3)
     assert out["img_per_s"] > 0 and out["spread"] >= 0
+    assert out["cuda_mallocs_per_window"] != out["cuda_mallocs_per_window"]  # NaN: no CUDA allocator here
     with pytest.raises(ValueError, match="items_per_window"):
         window_rates(lambda: None, 0, "cpu")
 
@@ -128,3 +130,30 @@ def test_feed_rate_restarts_its_batches(monkeypatch):
     batch = (torch.zeros(4, 2), torch.zeros(4))
     out = feed_rate(lambda x, y: seen.append(len(y)), lambda: [batch, batch], "cpu", steps=5, warmup=2)
     assert len(seen) == 7 and out["samples_per_s"] > 0 and out["peak_allocated_mib"] == 1.0
+
+
+@pytest.mark.parametrize(("value", "base", "spreads", "verdict"), [
+    (53.0, 100.0, (0.29, 0.04), "slower, beyond the spread"),      # 0.53x, spreads 33 %
+    (83.0, 100.0, (0.15, 0.05), "a tie (inside the spread)"),      # 0.83x inside 20 %: a tie, not "slower"
+    (90.5, 100.0, (0.063, 0.044), "a tie (inside the spread)"),
+    (530.0, 100.0, (0.03, 0.03), "faster, beyond the spread"),
+    (100.0, 100.0, (0.0, 0.0), "a tie (inside the spread)"),       # equal: a tie even with no spread
+    (80.0, 100.0, (float("nan"), 0.1), "one run: no spread, no verdict"),
+])
+def test_ratio_verdict_calls_ties_inside_the_summed_spreads(value, base, spreads, verdict):
+    call = ratio_verdict(value, base, *spreads, above="faster", below="slower")
+    assert call.verdict == verdict and call.ratio == pytest.approx(value / base)
+    assert verdict in str(call) and f"{value / base:.2f}x" in str(call)
+
+
+@pytest.mark.parametrize(("args", "kwargs", "named"), [
+    ((0.0, 1.0, 0.1, 0.1), {}, "value"),
+    ((1.0, float("inf"), 0.1, 0.1), {}, "baseline"),
+    ((1.0, 1.0, -0.1, 0.1), {}, "value_spread"),
+    ((1.0, 1.0, 0.1, "x"), {}, "baseline_spread"),
+    ((1.0, 1.0, 0.1, 0.1), {"above": ""}, "above"),
+])
+def test_ratio_verdict_names_a_bad_argument(args, kwargs, named):
+    words = {"above": "faster", "below": "slower", **kwargs}
+    with pytest.raises(ValueError, match=named):
+        ratio_verdict(*args, **words)

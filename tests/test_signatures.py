@@ -399,6 +399,9 @@ OVERRIDES: dict[str, dict[str, Callable[[Path], Any]]] = {
     "fp16lab.labs.memory.pitfalls.window_rates": {"run_window": lambda tmp: (lambda: None),
                                                   "items_per_window": lambda tmp: 2},
     "fp16lab.labs.memory.pitfalls.step_profile": {"step": lambda tmp: (lambda: None)},
+    "fp16lab.labs.memory.pitfalls.ratio_verdict": {"value": lambda tmp: 53.0, "baseline": lambda tmp: 100.0,
+                                                   "value_spread": lambda tmp: 0.29, "baseline_spread": lambda tmp: 0.04,
+                                                   "above": lambda tmp: "faster", "below": lambda tmp: "slower"},
     "fp16lab.labs.memory.pitfalls.feed_rate": {"step": lambda tmp: (lambda x, y: None),
                                                "batches": lambda tmp: (lambda: [(torch.zeros(2), torch.zeros(2))])},
     "fp16lab.labs.setup.doctor_summary": {"stdout": lambda tmp: "[OK  ] a\n[WARN] b", "returncode": lambda tmp: 0},
@@ -812,6 +815,8 @@ _OUTPUT = "a file the call writes: a missing folder is created"
 _LABEL = "the label a validator puts in its message: any text"
 VALUE_OK: dict[tuple[str, str, str], str] = {  # (function, argument, case): a valid value there, and why
     ("paired_verdict", "null", "negative"): "any finite reference value: 1 for ratios, 0 for differences, others allowed",
+    ("ratio_verdict", "value_spread", "nan"): "a row measured once has no spread (NaN): the verdict says so",
+    ("ratio_verdict", "baseline_spread", "nan"): "a row measured once has no spread (NaN): the verdict says so",
     ("function", "n_args", "zero"): "a function of no arguments",
     ("integer_tensor", "dims", "zero"): "a 0-d tensor",
     ("positive_int", "minimum", "negative"): "any int is a valid lower bound",

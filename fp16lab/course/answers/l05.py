@@ -41,11 +41,13 @@ def check_batch_plan(fits: pd.DataFrame | None, micro_batch: Any, accum_steps: A
     require(micro_batch * accum_steps == target,
             tr("Hint: micro_batch × accum_steps must be the effective batch, {target}: pick a micro-batch that "
                "divides it", target=target))
-    fp16, fp32 = _largest_fit(fits, "fp16"), _largest_fit(fits, "fp32")
-    require(micro_batch <= fp16, tr("Hint: that micro-batch did not fit: read the fp16 rows with ok=True"))
+    fp16 = _largest_fit(fits, "fp16")
     best = _largest_divisor(target, fp16)
-    if micro_batch < best and micro_batch == _largest_divisor(target, fp32):
-        require(False, tr("Hint: that is what fits in FP32; you train in FP16 AMP: read the fp16 rows"))
+    for other in sorted(set(fits["precision"].astype(str)) - {"fp16"}):  # fp32, and bf16 or fp8 rows if the search had them
+        if micro_batch != best and micro_batch == _largest_divisor(target, _largest_fit(fits, other)):
+            require(False, tr("Hint: that is what fits in {precision}; you train in FP16 AMP: read the fp16 rows",
+                              precision=other.upper()))
+    require(micro_batch <= fp16, tr("Hint: that micro-batch did not fit: read the fp16 rows with ok=True"))
     verdict(micro_batch == best,
             tr("Hint: a larger micro-batch that divides {target} fits too, and fewer micro-batches per step are faster",
                target=target),
@@ -61,8 +63,18 @@ def check_lean(normalise_lean: Any, normalise: Callable[[torch.Tensor], torch.Te
     unchanged = torch.equal(x, x_copy)
     x.copy_(x_copy)  # the next try starts from the same input
     require(unchanged, tr("Hint: normalise_lean changed its input: the caller still needs x"))
-    require(isinstance(out, torch.Tensor) and out.shape == x.shape and torch.allclose(out, normalise(x_copy), atol=1e-5),
-            tr("Hint: the values differ from normalise(x)"))
+    require(isinstance(out, torch.Tensor) and out.shape == x.shape, tr("Hint: the values differ from normalise(x)"))
+    require(out.dtype == x.dtype, tr("Hint: normalise_lean returns {got}, its input is {want}: keep the input's dtype",
+                                     got=str(out.dtype), want=str(x.dtype)))
+    want = normalise(x_copy)
+    if not torch.allclose(out, want, atol=1e-5):
+        centred = x_copy - x_copy.mean(dim=1, keepdim=True)
+        if torch.allclose(out, centred / centred.std(dim=1, keepdim=True), atol=1e-5):
+            require(False, tr("Hint: some values lie beyond ±3: the clamp is missing"))
+        if torch.allclose(out, (centred / centred.std(dim=1, keepdim=True, correction=0)).clamp(-3, 3), atol=1e-5):
+            require(False, tr("Hint: the values are off by a constant factor per row: compute the standard deviation "
+                              "as normalise does (torch's default correction)"))
+        require(False, tr("Hint: the values differ from normalise(x)"))
     used = mem.allocated_bytes / x.nbytes
     require(used < 1.1, tr("Hint: normalise_lean allocated {used:.1f} times its input's size: create one new tensor, "
                            "then update it with in-place ops (their names end in an underscore)", used=used))
@@ -73,8 +85,11 @@ def check_gated(gated_fixed: Any, x: torch.Tensor, w: torch.Tensor) -> None:
     """Exercise 3: h * sigmoid(h) with h = x @ w, with a backward pass that runs and is right."""
     require(callable(gated_fixed), tr("Hint: assign your function (x, w -> tensor) to gated_fixed"))
     w_try = w.detach().clone().requires_grad_()
+    out = gated_fixed(x, w_try)
+    require(isinstance(out, torch.Tensor), tr("Hint: the values differ from h * sigmoid(h)"))
+    require(out.requires_grad, tr("Hint: the output does not require grad: torch.no_grad() or .detach() cut w out of "
+                                  "the graph, so there is no backward pass to run"))
     try:
-        out = gated_fixed(x, w_try)
         out.sum().backward()
     except RuntimeError as err:
         require(False, tr("Hint: the backward pass fails ({err}...): which tensor does sigmoid's "

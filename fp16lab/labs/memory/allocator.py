@@ -248,18 +248,24 @@ def _workload(dev: torch.device, *, steps: int, batch: int, unit_mib: float, lay
     torch.cuda.reset_peak_memory_stats(dev)
     torch.cuda.reset_accumulated_memory_stats(dev)
     expandable: bool | None = None
+    live_segments = 0
+    snapshot_s = 0.0
     torch.cuda.synchronize(dev)
     start = time.perf_counter()
     for step in range(steps):
         b = rng.randint(batch // 2, batch)  # the batch changes from step to step
         acts = [torch.zeros(int(b * c * unit_mib * MIB), dtype=torch.uint8, device=dev) for c in layers]
-        if step == steps - 1:
-            expandable = _segments_expandable(torch.cuda.memory._snapshot(dev))
+        if step == steps - 1:  # the segments at the last step, its activations alive (not timed)
+            t0 = time.perf_counter()
+            snapshot = torch.cuda.memory._snapshot(dev)
+            expandable, live_segments = _segments_expandable(snapshot), len(snapshot.get("segments", []))
+            snapshot_s = time.perf_counter() - t0
         del acts  # the "backward" frees them all
         if empty_cache_every and (step + 1) % empty_cache_every == 0:
             torch.cuda.empty_cache()
     torch.cuda.synchronize(dev)
-    row = _stats_row(dev, steps, time.perf_counter() - start)
+    row = _stats_row(dev, steps, time.perf_counter() - start - snapshot_s)
+    row["live_segments"] = live_segments
     row["expandable_segments"] = expandable
     return row
 
@@ -277,8 +283,10 @@ def fragmentation_workload(
     steps, batch 64, 0.35 MiB per unit (about 1 GiB at the peak, every block above 10 MiB),
     ``empty_cache_every=0`` (never; k: after every k-th step), :data:`WORKLOAD_LAYERS`, CUDA.
     Returns peak allocated and reserved MiB, their ratio, the peak of inactive split blocks
-    (fragments), segments allocated, allocation retries, ms per step and whether the segments
-    were expandable (None when the snapshot does not say).
+    (fragments), segments allocated (cudaMalloc calls; expandable segments grow by mapping pages
+    instead), allocation retries, ms per step (host time, the last step's snapshot excluded), the
+    segments alive at the last step (``live_segments``, from a snapshot) and whether they were
+    expandable (None when the snapshot does not say).
     """
     steps = positive_int("steps", steps)
     batch = positive_int("batch", batch, minimum=2)
@@ -312,7 +320,7 @@ def _child_env(alloc_conf: str | None) -> dict[str, str]:
 
 def allocator_experiment(
     alloc_conf: str | None, *, empty_cache_every: Sequence[int] = (0,), steps: int = 40, batch: int = 64,
-    unit_mib: float = 0.35, seed: int = 0, timeout: float = 300.0,
+    unit_mib: float = 0.35, seed: int = 0, repeats: int = 1, timeout: float = 300.0,
 ) -> pd.DataFrame:
     """Run :func:`fragmentation_workload` in a fresh process whose allocator reads ``alloc_conf``.
 
@@ -322,15 +330,17 @@ def allocator_experiment(
     (default: ``(0,)``, never), run one after the other in that process. The child is
     ``python -m fp16lab.labs.memory.allocator`` (no fork, so it works on Windows too) and inherits the hardware
     profile. An out-of-memory error becomes a row with ``oom=True``; other failures raise
-    ``RuntimeError`` with the child's message. Defaults as in :func:`fragmentation_workload`;
-    ``timeout`` 300 s.
+    ``RuntimeError`` with the child's message. ``repeats`` (default 1): the child runs the settings in
+    turns that many times (same seed, so the same sizes); each row then holds the medians and
+    ``ms_spread``, the run-to-run spread of ``ms_per_step`` ((max - min) / median, NaN for one run), with
+    ``runs``. Defaults as in :func:`fragmentation_workload`; ``timeout`` 300 s.
     """
     if alloc_conf is not None and (not isinstance(alloc_conf, str) or not alloc_conf.strip() or "\n" in alloc_conf):
         raise ValueError(f"alloc_conf must be None or a setting such as 'expandable_segments:True', got {alloc_conf!r}")
     everies = sequence_of("empty_cache_every", empty_cache_every, example="[0, 1]", item=non_negative_int)
     args = ["--steps", str(positive_int("steps", steps)), "--batch", str(positive_int("batch", batch, minimum=2)),
             "--unit-mib", repr(positive_float("unit_mib", unit_mib)), "--seed", str(non_negative_int("seed", seed)),
-            "--empty-cache-every", ",".join(map(str, everies))]
+            "--empty-cache-every", ",".join(map(str, everies)), "--repeats", str(positive_int("repeats", repeats))]
     timeout = positive_float("timeout", timeout)
     if not torch.cuda.is_available():  # said here, before a child process starts only to find out
         raise RuntimeError("allocator_experiment measures the CUDA caching allocator, but no CUDA GPU is visible "
@@ -343,7 +353,24 @@ def allocator_experiment(
         raise RuntimeError(f"the allocator experiment ({ALLOC_CONF_ENV}={alloc_conf!r}) failed "
                            f"(exit {done.returncode}): " + " | ".join(tail))
     rows = json.loads(lines[-1])["rows"]
-    return pd.DataFrame([{"alloc_conf": alloc_conf or "(default)", **r} for r in rows])
+    return _per_setting(pd.DataFrame([{"alloc_conf": alloc_conf or "(default)", **r} for r in rows]))
+
+
+def _per_setting(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per ``empty_cache_every`` (in first-seen order): medians, ``ms_spread`` and ``runs``."""
+    out = []
+    for every, part in runs.groupby("empty_cache_every", sort=False):
+        first = {k: v.item() if hasattr(v, "item") else v for k, v in part.iloc[0].to_dict().items()}  # numpy -> Python
+        row: dict[str, Any] = {k: v for k, v in first.items() if not isinstance(v, (int, float)) or isinstance(v, bool)}
+        row.update(part.drop(columns=["oom", "expandable_segments"], errors="ignore").median(numeric_only=True).to_dict())
+        row["empty_cache_every"] = int(every)
+        row["oom"] = bool(part["oom"].any()) if "oom" in part else False
+        ms = part["ms_per_step"].dropna() if "ms_per_step" in part else pd.Series(dtype=float)
+        row["ms_spread"] = float((ms.max() - ms.min()) / ms.median()) if len(ms) > 1 else float("nan")
+        row["runs"] = len(ms)
+        out.append(row)
+    table = pd.DataFrame(out)
+    return table[[c for c in runs.columns if c in table] + [c for c in table if c not in runs.columns]]  # the runs' order
 
 
 # ------------------------------------------------------------------ snapshots
@@ -453,6 +480,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     w.add_argument("--unit-mib", type=float, default=0.35)
     w.add_argument("--seed", type=int, default=0)
     w.add_argument("--empty-cache-every", type=_parse_everies, default=[0])
+    w.add_argument("--repeats", type=int, default=1)
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print(f"error: no CUDA GPU is visible; {ALLOC_CONF_ENV} configures the CUDA allocator", file=sys.stderr)
@@ -464,8 +492,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for every in args.empty_cache_every:
-            rows.append(run_or_oom(functools.partial(one, every), device="cuda", empty_cache_every=every))
+        for _ in range(max(1, args.repeats)):  # the settings in turns, each repeat with the same sizes
+            for every in args.empty_cache_every:
+                rows.append(run_or_oom(functools.partial(one, every), device="cuda", empty_cache_every=every))
     unsupported = any("expandable_segments not supported" in str(c.message) for c in caught)
     for r in rows:
         if unsupported:

@@ -3,7 +3,8 @@
 - :func:`step_profile`: a step's wall time (median and spread) beside the GPU's kernel time: how busy the GPU is;
 - :func:`feed_rate`: samples/s of a training step fed by an iterable of batches (an input pipeline);
 - :func:`interleaved`: close contenders measured in turns, each with its median and run-to-run spread;
-- :func:`window_rates`: items/s over windows of steps (CUDA events), after a warm-up;
+- :func:`window_rates`: items/s over windows of steps (CUDA events), after a warm-up, and the cudaMalloc calls;
+- :func:`ratio_verdict`: one row against another: faster, slower, or a tie inside the two rows' spreads;
 - :func:`aten_ops` and :func:`host_syncs`: which aten ops a call dispatches, and how often it waits for the GPU;
 - :func:`rtx4090d_budget_mib`: what a 24 GB RTX 4090D leaves the caching allocator.
 
@@ -13,10 +14,12 @@ module only times and counts.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -29,7 +32,7 @@ from fp16lab.hardware import PROFILES
 from fp16lab.timing import gpu_kernels, time_fn, time_windows
 
 __all__ = ["CONTEXT_MIB", "DESKTOP_MIB", "rtx4090d_budget_mib", "step_profile", "feed_rate", "interleaved",
-           "window_rates", "aten_ops", "host_syncs"]
+           "window_rates", "RatioVerdict", "ratio_verdict", "aten_ops", "host_syncs"]
 
 MIB = 2**20
 CONTEXT_MIB = 768  # an estimate, not a datasheet figure: a CUDA context once torch has used the GPU (cuBLAS, cuDNN)
@@ -167,7 +170,8 @@ def window_rates(run_window: Callable[[], object], items_per_window: int, device
     Why: a loop's cost (an ``empty_cache()`` every step) shows only over many steps; CUDA events
     around each window (:func:`fp16lab.timing.time_windows`) time it without a sync inside. ``warmup_windows``
     untimed windows first (default 1); ``windows`` defaults to 3. Peak reserved memory of the timed
-    windows is returned too (``peak_reserved_gib``).
+    windows is returned too (``peak_reserved_gib``), and on CUDA the segments the allocator obtained with
+    cudaMalloc per timed window (``cuda_mallocs_per_window``: 0 once a steady loop reuses its cache).
     """
     run_window = _fn("run_window", run_window)
     dev = resolve_device(device)
@@ -178,10 +182,60 @@ def window_rates(run_window: Callable[[], object], items_per_window: int, device
         run_window()
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
-    rates = [items / s for s in time_windows(run_window, dev, windows)]
+        mallocs_before = _segments_allocated(dev)
+    rates = [items / s for s in time_windows(run_window, dev, windows)]  # ends with a sync on CUDA
     median = statistics.median(rates)
+    cuda = dev.type == "cuda"
     return {"img_per_s": median, "spread": (max(rates) - min(rates)) / median if windows > 1 else float("nan"),
-            "peak_reserved_gib": torch.cuda.max_memory_reserved(dev) / 2**30 if dev.type == "cuda" else float("nan")}
+            "peak_reserved_gib": torch.cuda.max_memory_reserved(dev) / 2**30 if cuda else float("nan"),
+            "cuda_mallocs_per_window": (_segments_allocated(dev) - mallocs_before) / windows if cuda else float("nan")}
+
+
+def _segments_allocated(dev: torch.device) -> int:
+    """Segments the caching allocator has obtained with cudaMalloc so far (``segment.all.allocated``)."""
+    return int(torch.cuda.memory_stats(dev).get("segment.all.allocated", 0))
+
+
+@dataclass(frozen=True)
+class RatioVerdict:
+    """One row's value over another's, the two rows' summed spreads, and the verdict they allow."""
+
+    ratio: float
+    noise: float
+    verdict: str
+
+    def __str__(self) -> str:
+        noise = "no spread recorded" if math.isnan(self.noise) else f"spread of the two rows {self.noise:.0%}"
+        return f"{self.ratio:.2f}x ({noise}): {self.verdict}"
+
+
+def ratio_verdict(value: float, baseline: float, value_spread: float, baseline_spread: float, *,
+                  above: str, below: str) -> RatioVerdict:
+    """``value / baseline`` and its verdict: ``above``/``below`` beyond the two rows' spreads, else a tie.
+
+    Why: two medians from :func:`interleaved` differ by some amount in every run; only a ratio farther
+    from 1 than the sum of the rows' run-to-run spreads (``(max - min) / median``) is a difference,
+    anything closer is ``"a tie (inside the spread)"``. A NaN spread (one run) gives no verdict.
+    ``above``/``below`` name the two directions (e.g. "faster"/"slower" for images/s).
+    """
+    nums = {"value": value, "baseline": baseline}
+    for name, v in nums.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise ValueError(f"{name} must be a positive finite number, got {v!r}")
+    for name, v in (("value_spread", value_spread), ("baseline_spread", baseline_spread)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or math.isinf(v):
+            raise ValueError(f"{name} must be a finite number >= 0 (NaN for one run), got {v!r}")
+    for name, word in (("above", above), ("below", below)):
+        if not isinstance(word, str) or not word.strip():
+            raise ValueError(f"{name} must be a non-empty word such as 'faster', got {word!r}")
+    ratio, noise = float(value) / float(baseline), float(value_spread) + float(baseline_spread)
+    if math.isnan(noise):
+        word = "one run: no spread, no verdict"
+    elif abs(ratio - 1) <= noise:
+        word = "a tie (inside the spread)"
+    else:
+        word = f"{above if ratio > 1 else below}, beyond the spread"
+    return RatioVerdict(ratio, noise, word)
 
 
 class _OpNames(TorchDispatchMode):

@@ -440,8 +440,17 @@ HINTS: dict[str, str] = {
         "这里没有最大批处理大小的搜索结果（没有 GPU，也没有已提交的参考结果）：fits.frame 是 None",
     "pass the search's table, fits.frame (columns precision, batch_size, ok)":
         "请传入搜索结果表 fits.frame（列为 precision、batch_size、ok）",
-    "Hint: that is what fits in FP32; you train in FP16 AMP: read the fp16 rows":
-        "提示：这是 FP32 下放得下的大小；你用的是 FP16 AMP 训练：看 fp16 行",
+    "Hint: that is what fits in {precision}; you train in FP16 AMP: read the fp16 rows":
+        "提示：这是 {precision} 下放得下的大小；你用的是 FP16 AMP 训练：看 fp16 行",
+    "Hint: normalise_lean returns {got}, its input is {want}: keep the input's dtype":
+        "提示：normalise_lean 返回的是 {got}，输入是 {want}：保持输入的 dtype",
+    "Hint: some values lie beyond ±3: the clamp is missing": "提示：有些值超出了 ±3：少了 clamp",
+    "Hint: the values are off by a constant factor per row: compute the standard deviation as normalise does "
+    "(torch's default correction)":
+        "提示：每一行的数值都差一个固定倍数：标准差要按 normalise 的算法来算（torch 默认的 correction）",
+    "Hint: the output does not require grad: torch.no_grad() or .detach() cut w out of the graph, so there is no "
+    "backward pass to run":
+        "提示：输出不需要梯度：torch.no_grad() 或 .detach() 把 w 从计算图里切掉了，因此没有反向传播可做",
     "correct: the largest micro-batch that fits, accumulated to the effective batch": "正确：放得下的最大微批次，累积到有效批处理大小",
     "correct: {used:.2f} times the input's size": "正确：输入大小的 {used:.2f} 倍",
     "correct: the same values, and autograd can run the backward pass": "正确：数值相同，autograd 也能完成反向传播",
