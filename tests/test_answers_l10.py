@@ -76,71 +76,116 @@ def _whole_batch_fp64(model, x, y):
 
 
 P = 150e6
+RING4 = 2 * 3 / 4  # a ring all-reduce over 4 ranks: each sends 2(N-1)/N of the payload
 
 
 def test_wire_dtype(capsys):
-    l10.check_wire_dtype("bf16", P * 2 / 1.25e9, params=P, bf16_measured=True)
+    right = RING4 * P * 2 / 1.25e9
+    l10.check_wire_dtype("bf16", right, params=P, bf16_measured=True)
     assert capsys.readouterr().out == "✓ correct\n"
     with pytest.raises(AssertionError, match="twice the bytes"):
-        l10.check_wire_dtype("fp32", P * 4 / 1.25e9, params=P, bf16_measured=True)
+        l10.check_wire_dtype("fp32", RING4 * P * 4 / 1.25e9, params=P, bf16_measured=True)
     with pytest.raises(AssertionError, match="no loss scale"):
-        l10.check_wire_dtype("fp16", P * 2 / 1.25e9, params=P, bf16_measured=True)
+        l10.check_wire_dtype("fp16", right, params=P, bf16_measured=True)
     with pytest.raises(AssertionError, match="an eighth of that"):
-        l10.check_wire_dtype("bf16", P * 2 / 10e9, params=P, bf16_measured=True)  # bits taken for bytes
+        l10.check_wire_dtype("bf16", RING4 * P * 2 / 10e9, params=P, bf16_measured=True)  # bits taken for bytes
     with pytest.raises(AssertionError, match="2 bytes on the wire, not 4"):
-        l10.check_wire_dtype("bf16", P * 4 / 1.25e9, params=P, bf16_measured=True)  # FP32's bytes
-    with pytest.raises(AssertionError, match="section 8's ring all-reduce time"):
-        l10.check_wire_dtype("bf16", 2 * P * 2 / 1.25e9 * 3, params=P, bf16_measured=True)  # some other formula
+        l10.check_wire_dtype("bf16", RING4 * P * 4 / 1.25e9, params=P, bf16_measured=True)  # FP32's bytes
+    with pytest.raises(AssertionError, match="count the GPUs, not the boxes"):
+        l10.check_wire_dtype("bf16", P * 2 / 1.25e9, params=P, bf16_measured=True)  # ring factor left out, or N = 2
+    with pytest.raises(AssertionError, match="count the GPUs, not the boxes"):
+        l10.check_wire_dtype("bf16", 2 * (2 - 1) / 2 * P * 2 / 1.25e9, params=P, bf16_measured=True)
+    with pytest.raises(AssertionError, match="around the ring twice"):
+        l10.check_wire_dtype("bf16", 3 / 4 * P * 2 / 1.25e9, params=P, bf16_measured=True)  # (N-1)/N only
+    with pytest.raises(AssertionError, match="ring all-reduce time for every rank"):
+        l10.check_wire_dtype("bf16", right * 3, params=P, bf16_measured=True)  # some other formula
     with pytest.raises(AssertionError, match="you gave milliseconds"):
-        l10.check_wire_dtype("bf16", P * 2 / 1.25e9 * 1e3, params=P, bf16_measured=True)
+        l10.check_wire_dtype("bf16", right * 1e3, params=P, bf16_measured=True)
     with pytest.raises(AssertionError, match="not 1.25 GiB/s"):
-        l10.check_wire_dtype("bf16", P * 2 / (1.25 * 2**30), params=P, bf16_measured=True)
-    l10.check_wire_dtype("bf16", torch.tensor(P * 2 / 1.25e9), params=P, bf16_measured=True)  # a 0-d tensor counts
+        l10.check_wire_dtype("bf16", RING4 * P * 2 / (1.25 * 2**30), params=P, bf16_measured=True)
+    l10.check_wire_dtype("bf16", torch.tensor(right), params=P, bf16_measured=True)  # a 0-d tensor counts
     with pytest.raises(AssertionError, match="a number of seconds"):
-        l10.check_wire_dtype("bf16", "0.24", params=P, bf16_measured=True)
+        l10.check_wire_dtype("bf16", "0.36", params=P, bf16_measured=True)
 
 
-def test_flushed():
-    g = torch.logspace(-10, -1, 4096) * torch.where(torch.arange(4096) % 2 == 0, 1.0, -1.0)
-    right = float(((g.to(torch.float16) / 8) == 0).float().mean())
-    scaled = float((((g * 2.0**16).to(torch.float16) / 8) == 0).float().mean())
+def _g_ex():
+    return torch.logspace(-14, -1, 4096) * torch.where(torch.arange(4096) % 2 == 0, 1.0, -1.0)
+
+
+def _frac(t):
+    return float((t == 0).float().mean())
+
+
+def test_flushed_right_answers(capsys):
+    g = _g_ex()
+    right, scaled = _frac(g.to(torch.float16) / 8), _frac((g * 2.0**16).to(torch.float16) / 8)
+    assert 0 < scaled < right < 1  # the exercise's data: the scale saves some values, not all
     l10.check_flushed(right, scaled, g)
-    with pytest.raises(AssertionError, match="cast g_ex to float16, then divide"):
-        l10.check_flushed(float(((g / 8).to(torch.float16) == 0).float().mean()), scaled, g)  # divided first
-    with pytest.raises(AssertionError, match="multiply by the scale"):
-        l10.check_flushed(right, right, g)
-    with pytest.raises(AssertionError, match="divided in FP32 after the cast"):
-        l10.check_flushed(float((g.to(torch.float16).float() / 8 == 0).float().mean()), scaled, g)
+    assert capsys.readouterr().out == "✓ correct\n"
     l10.check_flushed(torch.tensor(right), torch.tensor(scaled), g)  # 0-d tensors count
+    l10.check_flushed(_frac(g.half().div(8)), _frac((g * 65536).half().div_(8)), g)  # other spellings
 
 
-RATIO = (1 / 2 * (2 * 2 + 4)) / (2 * 1 / 2 * 4)  # FSDP2 (two BF16 all-gathers + FP32 reduce-scatter) / DDP FP32
+@pytest.mark.parametrize("wrong, hint", [
+    (lambda g: (_frac((g / 8).half()), _frac((g * 2.0**16 / 8).half())), "casts first and divides after"),
+    (lambda g: (_frac(g.half().float() / 8), _frac((g * 2.0**16).half().float() / 8)), "divide by 8 in float16"),
+    (lambda g: (_frac(g.half()), _frac((g * 2.0**16).half())), "divide by 8 in float16"),  # no division
+    (lambda g: (_frac(g.half() / 8), 0.0), "or a guess"),  # a guessed 0 for the scaled bucket
+    (lambda g: (_frac(g.bfloat16() / 8), _frac((g * 2.0**16).bfloat16() / 8)), "bfloat16 cast"),
+    (lambda g: (_frac(g.half() / 8), _frac(g.half() / 8)), "multiply by the scale 2\\*\\*16 before the cast"),
+    (lambda g: (_frac(g.half() / 8), _frac(g.half() * 2.0**16 / 8)), "already scaled"),  # scale after the cast
+    (lambda g: (_frac(g.half() / 8), _frac((g * 2.0**16).half() / 8 / 2.0**16)), "count the zeros on the wire"),
+    (lambda g: (_frac((g * 2.0**16).half() / 8), _frac((g * 2.0**16).half() / 8)), "cast g_ex to float16"),
+    (lambda g: (100 * _frac(g.half() / 8), _frac((g * 2.0**16).half() / 8)), "fraction between 0 and 1"),  # percent
+    (lambda g: (_frac(g.half() / 2), _frac((g * 2.0**16).half() / 2)), "cast g_ex to float16, then divide by 8"),
+])
+def test_flushed_wrong_answers(wrong, hint):
+    g = _g_ex()
+    with pytest.raises(AssertionError, match=hint):
+        l10.check_flushed(*wrong(g), g)
+
+
+RATIO = (1 / 2 * (2 * 2 + 4)) / (2 * 1 / 2 * 2)  # FSDP2 (two BF16 all-gathers + FP32 reduce-scatter) / DDP BF16 hook
 
 
 def test_fsdp_choice(capsys):
     ddp, fsdp = 12.0, 6.0
     kw = {"ddp_bytes_per_param": ddp, "fsdp_bytes_per_param": fsdp}
-    l10.check_fsdp_choice(True, fsdp * 1.3e9 / 2**30, RATIO, **kw)
+    gib = fsdp * 1.3e9 / 2**30
+    assert RATIO == 2.0
+    l10.check_fsdp_choice(True, gib, RATIO, **kw)
     assert capsys.readouterr().out == "✓ correct\n"
     with pytest.raises(AssertionError, match="compare DDP's bytes per GPU"):
         l10.check_fsdp_choice(False, ddp * 1.3e9 / 2**30, RATIO, **kw)
-    with pytest.raises(AssertionError, match="of the setup you chose"):
+    with pytest.raises(AssertionError, match="the other setup's held bytes"):
         l10.check_fsdp_choice(True, ddp * 1.3e9 / 2**30, RATIO, **kw)
+    with pytest.raises(AssertionError, match="already per rank"):
+        l10.check_fsdp_choice(True, gib / 2, RATIO, **kw)
+    with pytest.raises(AssertionError, match="not 1e9"):
+        l10.check_fsdp_choice(True, fsdp * 1.3e9 / 1e9, RATIO, **kw)
+    with pytest.raises(AssertionError, match="gradients come on top"):
+        l10.check_fsdp_choice(True, (fsdp + 2) * 1.3e9 / 2**30, RATIO, **kw)
     with pytest.raises(AssertionError, match="of the setup you chose"):
-        l10.check_fsdp_choice(True, fsdp * 1.3e9 / 2**31, RATIO, **kw)
-    with pytest.raises(AssertionError, match="ZeRO's ratio"):
-        l10.check_fsdp_choice(True, fsdp * 1.3e9 / 2**30, 1.5, **kw)  # the textbook figure, one dtype
-    with pytest.raises(AssertionError, match="twice per step"):
-        l10.check_fsdp_choice(True, fsdp * 1.3e9 / 2**30, (2 + 4) / 8, **kw)  # the backward all-gather forgotten
-    with pytest.raises(AssertionError, match="sends its payload twice"):
-        l10.check_fsdp_choice(True, fsdp * 1.3e9 / 2**30, (2 * 2 + 4) / 4, **kw)  # all-reduce counted once
-    with pytest.raises(AssertionError, match="all three collectives in BF16"):
-        l10.check_fsdp_choice(True, fsdp * 1.3e9 / 2**30, (2 * 2 + 2) / 8, **kw)  # BF16 reduction too
+        l10.check_fsdp_choice(True, gib * 3, RATIO, **kw)
+    with pytest.raises(AssertionError, match="a number of GiB"):
+        l10.check_fsdp_choice(True, "7.3", RATIO, **kw)
+    for ratio, hint in [
+        (1.5, "ZeRO's 1.5x"),  # the textbook figure, one dtype
+        ((2 + 4) / 2 / 2, "counts one all-gather"),  # the backward all-gather forgotten
+        ((2 * 2 + 2) / 2 / 2, "every collective in one dtype"),  # BF16 reduction too
+        ((2 * 2 + 4) / 2 / 4, "not ddp_fp32's 4"),  # compared with FP32 DDP: exactly 1
+        (1.0, "not ddp_fp32's 4"),  # a guessed "the same"
+        (2 / 4, "not the reverse"),  # DDP / FSDP2
+        ((2 * 2 + 4) / 2 / 1, "sends its payload twice"),  # the all-reduce counted once
+        (3.0, "section 8's rule for each collective"),  # the gathers in FP32
+    ]:
+        with pytest.raises(AssertionError, match=hint):
+            l10.check_fsdp_choice(True, gib, ratio, **kw)
     with pytest.raises(AssertionError, match="is a number"):
-        l10.check_fsdp_choice(True, fsdp * 1.3e9 / 2**30, None, **kw)
+        l10.check_fsdp_choice(True, gib, None, **kw)
     import numpy as np
 
-    l10.check_fsdp_choice(np.bool_(ddp * 1.3e9 / 2**30 > 12), np.float64(fsdp * 1.3e9 / 2**30), torch.tensor(RATIO), **kw)
+    l10.check_fsdp_choice(np.bool_(ddp * 1.3e9 / 2**30 > 12), np.float64(gib), torch.tensor(RATIO), **kw)
 
 
 def _exercise5():

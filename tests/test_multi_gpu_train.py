@@ -23,6 +23,7 @@ import torch.distributed as dist
 from fp16lab.labs.multi_gpu import train
 
 LIMIT = 120  # seconds any torchrun here may take before the test calls it a hang
+OVERFLOW = ["--overflow-at", "1"]  # step 1 overflows on the last rank: every GradScaler backs off once
 COMMON = ["--samples", "32", "--batch", "8", "--steps", "6"]  # 4 steps per epoch: 6 steps cross an epoch
 
 
@@ -78,11 +79,11 @@ def runs(tmp_path_factory):
     nodes = [_torchrun("--nnodes=2", f"--node_rank={n}", "--nproc_per_node=1", "--rdzv-backend=c10d",
                        f"--rdzv-endpoint=127.0.0.1:{port}") for n in (0, 1)]
     started = {
-        "ddp": _start([*standalone, "--precision", "fp16", *COMMON, "--out", str(d / "ddp.json"),
+        "ddp": _start([*standalone, "--precision", "fp16", *OVERFLOW, *COMMON, "--out", str(d / "ddp.json"),
                        "--save-weights", str(d / "ddp.pt")], d / "ddp.log"),
-        "one": _start([*_torchrun("--standalone", "--nproc_per_node=1"), "--precision", "fp16", *COMMON,
+        "one": _start([*_torchrun("--standalone", "--nproc_per_node=1"), "--precision", "fp16", *OVERFLOW, *COMMON,
                        "--out", str(d / "one.json"), "--save-weights", str(d / "one.pt")], d / "one.log"),
-        "first_half": _start([*standalone, "--precision", "fp16", *COMMON[:-1], "3", "--ckpt", str(d / "ckpt"),
+        "first_half": _start([*standalone, "--precision", "fp16", *OVERFLOW, *COMMON[:-1], "3", "--ckpt", str(d / "ckpt"),
                               "--out", str(d / "first_half.json")], d / "first_half.log"),
         "node0": _start([*nodes[0], "--precision", "bf16", "--steps", "2", "--samples", "32", "--grad-dtype", "fp16",
                          "--out", str(d / "nodes.json")], d / "node0.log"),
@@ -96,7 +97,7 @@ def runs(tmp_path_factory):
                                  "--precision", "fp32", "--steps", "1", "--out", str(d / "never.json")],
                                 d / "no_rendezvous.log"),
     }
-    resume = [*standalone, "--precision", "fp16", *COMMON, "--ckpt", str(d / "ckpt"), "--resume",
+    resume = [*standalone, "--precision", "fp16", *OVERFLOW, *COMMON, "--ckpt", str(d / "ckpt"), "--resume",
               "--out", str(d / "resumed.json"), "--save-weights", str(d / "resumed.pt")]
     # the second half continues from the first half's checkpoint
     return d, _finish(started, {"first_half": lambda: _start(resume, d / "resumed.log")})
@@ -119,7 +120,9 @@ def test_two_processes_standalone_train_and_rank0_writes_the_json(runs):
     assert (r["precision"], r["parallel"], r["steps"], r["steps_run"]) == ("fp16", "ddp", 6, 6)
     assert len(r["peak_memory_bytes"]) == 2 and all(b > 0 for b in r["peak_memory_bytes"])
     assert r["bytes_reduced_per_step"] == r["params"] * 4 and r["wire_dtype"] == "float32"  # FP32 gradients
-    assert r["loss_scale"] == 2.0**16 and r["skipped_steps"] == 0  # the GradScaler ran, at its initial scale
+    # the GradScalers ran: the forced overflow of step 1 was skipped and backed off once, nothing else overflowed
+    assert (r["fresh_scale"], r["start_scale"], r["overflow_at"]) == (2.0**16, 2.0**16, 1)
+    assert r["loss_scale"] == 2.0**15 and r["skipped_steps"] == 1
     assert r["samples_per_s"] > 0 and r["torch"] == torch.__version__ and r["nccl"] is None
     assert 0 < r["final_loss"] < r["rank0_losses"][0]
 
@@ -158,7 +161,10 @@ def test_resume_from_a_distributed_checkpoint_equals_the_uninterrupted_run(runs)
     _ok(done, "first_half")
     _ok(done, "first_half:then")
     r = json.loads((d / "resumed.json").read_text())
+    half = json.loads((d / "first_half.json").read_text())
     assert (r["start_step"], r["steps"], r["steps_run"]) == (3, 6, 3)
+    assert half["skipped_steps"] == 1 and half["loss_scale"] == 2.0**15  # the checkpoint holds a backed-off scale
+    assert r["start_scale"] == half["loss_scale"] != r["fresh_scale"]  # restored from it, not a fresh GradScaler
     assert r["loss_scale"] == json.loads((d / "ddp.json").read_text())["loss_scale"]
     assert torch.equal(_flat(d / "resumed.pt"), _flat(d / "ddp.pt"))
 
@@ -190,6 +196,9 @@ def test_an_unreachable_rendezvous_fails_within_its_timeout(runs):
     (["--precision", "fp32", "--steps", "2", "--out", "x.json", "--resume"], "--resume: needs --ckpt DIR"),
     (["--precision", "fp32", "--steps", "2", "--out", "x.json", "--samples", "4"], "--samples: 4 is fewer than"),
     (["--precision", "float16", "--steps", "2", "--out", "x.json"], "invalid choice: 'float16'"),
+    (["--precision", "bf16", "--steps", "2", "--out", "x.json", "--overflow-at", "1"],
+     "--overflow-at: needs --precision fp16 and a step >= 0, got 1 with --precision bf16"),
+    (["--precision", "fp16", "--steps", "2", "--out", "x.json", "--overflow-at", "-1"], "--overflow-at: needs"),
 ])
 def test_bad_arguments_are_one_line_before_any_work(argv, message, monkeypatch, capsys):
     monkeypatch.setenv("WORLD_SIZE", "2")

@@ -56,44 +56,79 @@ def _ring_seconds(params: float, wire_bytes: int, n: int, bandwidth: float) -> f
     return 2 * (n - 1) / n * params * wire_bytes / bandwidth
 
 
-def check_wire_dtype(choice: Any, grad_seconds: Any, *, params: float, bf16_measured: bool) -> None:
-    """Exercise 2: BF16 training on two boxes over 10 GbE: which gradient dtype, and its time per step."""
+def check_wire_dtype(choice: Any, grad_seconds: Any, *, params: float, bf16_measured: bool, ranks: int = 4) -> None:
+    """Exercise 2: BF16 training on two boxes of two GPUs (``ranks`` = 4, one ring) over 10 GbE: which gradient
+    dtype, and the seconds per step it puts on the link (each hop of the ring carries what one rank sends)."""
     require(choice in ("fp32", "fp16", "bf16"), tr("choice is one of 'fp32', 'fp16', 'bf16'"))
     require(choice != "fp32", tr("FP32 gradients put twice the bytes on a link that is already the bottleneck"))
     require(choice != "fp16", tr("BF16 training has no loss scale: FP16 on the wire flushes small gradients "
                               "to zero (exercise 3) and can overflow large ones; BF16 keeps FP32's range"))
-    want = _ring_seconds(params, 2, 2, TEN_GBE_BYTES_PER_S)
+    want = _ring_seconds(params, 2, ranks, TEN_GBE_BYTES_PER_S)
     grad_seconds = _scalar(grad_seconds)
     require(_number(grad_seconds), tr("grad_seconds is a number of seconds"))
-    require(not math.isclose(float(grad_seconds) / 1e3, want, rel_tol=0.02),
-          tr("grad_seconds is in seconds: you gave milliseconds (section 8's table prints ms)"))
-    require(not math.isclose(float(grad_seconds) * 2**30 / 1e9, want, rel_tol=0.02),
-          tr("10 GbE's 1.25 GB/s is decimal, 1.25e9 bytes per second, not 1.25 GiB/s (2**30)"))
-    require(not math.isclose(float(grad_seconds) * 8, want, rel_tol=0.02),
-          tr("10 GbE carries 10 Gbit/s: divide by its bytes per second, an eighth of that"))
-    require(not math.isclose(float(grad_seconds), want * 2, rel_tol=0.02),
-          tr("a BF16 gradient is 2 bytes on the wire, not 4"))
-    verdict(math.isclose(float(grad_seconds), want, rel_tol=0.02),
-            tr("grad_seconds: section 8's ring all-reduce time for two ranks, with your dtype's bytes per parameter"))
+    got = float(grad_seconds)
+    close = lambda a, b: math.isclose(a, b, rel_tol=0.02)  # noqa: E731
+    require(not close(got / 1e3, want), tr("grad_seconds is in seconds: you gave milliseconds (section 8's table prints ms)"))
+    require(not close(got * 2**30 / 1e9, want),
+            tr("10 GbE's 1.25 GB/s is decimal, 1.25e9 bytes per second, not 1.25 GiB/s (2**30)"))
+    require(not close(got * 8, want), tr("10 GbE carries 10 Gbit/s: divide by its bytes per second, an eighth of that"))
+    require(not close(got, want * 2), tr("a BF16 gradient is 2 bytes on the wire, not 4"))
+    # Two ranks (the boxes counted instead of the GPUs) and a forgotten ring factor give the same number: 2(2-1)/2 = 1.
+    require(not close(got, _ring_seconds(params, 2, 2, TEN_GBE_BYTES_PER_S)),
+            tr("count the GPUs, not the boxes: the ring joins all {ranks} ranks, and each sends 2(N-1)/N times the "
+               "payload (for two ranks that factor is 1, so it looks as if it could be left out)", ranks=ranks))
+    require(not close(got, want / 2),
+            tr("an all-reduce sends the payload around the ring twice (a reduce-scatter, then an all-gather): "
+               "2(N-1)/N, not (N-1)/N"))
+    verdict(close(got, want),
+            tr("grad_seconds: section 8's ring all-reduce time for every rank in the ring, with your dtype's bytes "
+               "per parameter"))
     if not bf16_measured:
         print(tr("(this torch build cannot run bf16_compress_hook; on a CUDA build it can)"))
 
 
 def check_flushed(flushed: Any, flushed_scaled: Any, g: torch.Tensor, world: int = 8) -> None:
-    """Exercise 3: the fraction of a bucket that FP16 compression turns into 0, without and with the scale."""
-    def zeros(scale: float) -> float:
-        wire = (g * scale).to(torch.float16).div_(world)
+    """Exercise 3: the fraction of a bucket that FP16 compression turns into 0, without and with the scale.
+
+    The hook runs ``buffer.to(torch.float16).div_(world_size)``: the cast rounds once, the division in float16
+    rounds again. Each plausible mistake (another order, the division in FP32 or left out, the scale applied
+    after the cast, bfloat16, a guessed 0) gives its own fraction on the exercise's data and its own hint."""
+    def frac(wire: torch.Tensor) -> float:
         return float(((wire == 0) & (g != 0)).float().mean())
+
+    def hook(scale: float) -> float:  # what fp16_compress_hook does to the (scaled) bucket
+        return frac((g * scale).to(torch.float16).div_(world))
 
     flushed, flushed_scaled = _scalar(flushed), _scalar(flushed_scaled)
     for value, name in ((flushed, "flushed"), (flushed_scaled, "flushed_scaled")):
         require(_number(value) and 0 <= float(value) <= 1, tr("{name} is a fraction between 0 and 1", name=name))
-    in_fp32 = float(((g.to(torch.float16).float() / world == 0) & (g != 0)).float().mean())
-    require(abs(float(flushed) - in_fp32) > 1e-9 or abs(in_fp32 - zeros(1.0)) < 1e-9,
-            tr("you divided in FP32 after the cast: div_ runs on the FP16 bucket, so the quotient is rounded to "
-               "float16 too; keep the division in float16"))
-    require(abs(float(flushed) - zeros(1.0)) < 1e-9, tr("cast g_ex to float16, then divide by 8, and count the zeros"))
-    verdict(abs(float(flushed_scaled) - zeros(2.0**16)) < 1e-9, tr("multiply by the scale 2**16 before the cast"))
+    same = lambda a, b: abs(float(a) - b) < 1e-9  # noqa: E731  (counts of 4096 values: exact fractions)
+    generic = tr("cast g_ex to float16, then divide by 8 in float16, and count the values that became 0 (for "
+                 "flushed_scaled, multiply g_ex by 2**16 first)")
+    for value, scale in ((flushed, 1.0), (flushed_scaled, 2.0**16)):
+        if same(value, hook(scale)):
+            continue
+        require(not same(value, 0.0),
+                tr("0 is what a bfloat16 cast gives (FP32's range), or a guess: fp16_compress_hook casts to float16, "
+                   "whose window, scaled or not, still has a lower end; compute the fraction"))
+        wrong = [
+            (frac((g * scale).to(torch.float16).float() / world),
+             tr("div_(world_size) runs on the FP16 bucket: divide by 8 in float16, after the cast (dividing in FP32, "
+                "or not at all, counts only what the cast itself flushed)")),
+            (frac(((g * scale) / world).to(torch.float16)),
+             tr("the hook casts first and divides after, in float16: two roundings; dividing first rounds once")),
+            (frac((g * scale).to(torch.float16).div_(world).div_(scale)) if scale != 1.0 else math.nan,
+             tr("count the zeros on the wire, after the division: unscale_ divides by the scale later, on the "
+                "gradients cast back to FP32")),
+            (frac(g.to(torch.float16) * scale / world) if scale != 1.0 else math.nan,
+             tr("the gradients reach the bucket already scaled (GradScaler scaled the loss): multiply by 2**16 "
+                "before the cast, not after")),
+            (hook(1.0) if scale != 1.0 else math.nan, tr("multiply by the scale 2**16 before the cast")),
+        ]
+        for fraction, hint in wrong:
+            require(not same(value, fraction), hint)
+        require(False, generic)
+    verdict(True, generic)
 
 
 def _scalar(value: Any) -> Any:
@@ -112,35 +147,51 @@ def _number(value: Any) -> bool:
 def check_fsdp_choice(use_fsdp: Any, gib_per_gpu: Any, traffic_ratio: Any, *, ddp_bytes_per_param: float,
                       fsdp_bytes_per_param: float, params: float = 1.3e9) -> None:
     """Exercise 4: DDP or FSDP2 for 1.3B parameters on two 24 GB cards, from the measured bytes per parameter,
-    and what FSDP2 (BF16 weights, FP32 reduction) sends per step compared with DDP's FP32 all-reduce."""
+    and what FSDP2 (``fsdp_bf16_fp32``: BF16 weights, FP32 reduction) sends per step compared with DDP training
+    in BF16 with BF16 gradients (``--grad-dtype bf16``). Every parameter counts as a block's (gathered twice)."""
     use_fsdp, gib_per_gpu, traffic_ratio = _scalar(use_fsdp), _scalar(gib_per_gpu), _scalar(traffic_ratio)
     require(isinstance(use_fsdp, bool), tr("use_fsdp is True or False"))
     ddp_gib = float(ddp_bytes_per_param) * params / 2**30
     require(use_fsdp is bool(ddp_gib > 0.5 * 24e9 / 2**30),
           tr("compare DDP's bytes per GPU with half the card: is the other half left for gradients and activations?"))
-    want = float(fsdp_bytes_per_param if use_fsdp else ddp_bytes_per_param) * params / 2**30
-    ok = _number(gib_per_gpu) and math.isclose(float(gib_per_gpu), want, rel_tol=0.02)
-    require(ok, tr("gib_per_gpu: section 7's measured held bytes per parameter (of the setup you chose) for 1.3 "
-                   "billion parameters, in GiB (2**30 bytes)"))
-    require(_number(traffic_ratio), tr("traffic_ratio is a number: FSDP2's bytes per step divided by DDP's"))
-    # bytes each rank sends per parameter (ring, N ranks): all-reduce 2(N-1)/N x payload; all-gather and
-    # reduce-scatter (N-1)/N x payload each. FSDP2 with every block sharded: BF16 all-gather in forward and again in
-    # backward (the root module's own few weights are gathered once; the exercise's model counts as all blocks),
-    # FP32 reduce-scatter. The right ratio is 1.0 here, so an inverted ratio or a guessed 1 cannot be told apart.
-    n, ddp, fsdp_gather, fsdp_reduce = 2, 4.0, 2.0, 4.0
-    ddp_sent = 2 * (n - 1) / n * ddp
-    r = float(traffic_ratio)
+    chosen, other = ((fsdp_bytes_per_param, ddp_bytes_per_param) if use_fsdp else
+                     (ddp_bytes_per_param, fsdp_bytes_per_param))
+    want = float(chosen) * params / 2**30
+    require(_number(gib_per_gpu), tr("gib_per_gpu is a number of GiB"))
+    got = float(gib_per_gpu)
     close = lambda a, b: math.isclose(a, b, rel_tol=0.02)  # noqa: E731
-    require(not close(r, 1.5), tr("1.5x is ZeRO's ratio when weights and gradients share one dtype; fsdp_bf16_fp32 "
-                                  "gathers 2-byte BF16 weights but reduce-scatters 4-byte FP32 gradients"))
-    require(not close(r, (n - 1) / n * (fsdp_gather + fsdp_reduce) / ddp_sent),
-            tr("0.75 counts one all-gather, or all three collectives in BF16: FSDP2 all-gathers each block's BF16 "
-               "weights twice per step (for forward, and again for backward: reshard_after_forward frees them in "
-               "between), and fsdp_bf16_fp32 reduce-scatters 4-byte FP32 gradients"))
-    require(not close(r, (n - 1) / n * (2 * fsdp_gather + fsdp_reduce) / ((n - 1) / n * ddp)),
-            tr("DDP here is ddp_fp32: a ring all-reduce of FP32 gradients sends its payload twice, 2(N-1)/N; an "
-               "all-gather or a reduce-scatter sends it once, (N-1)/N"))
-    verdict(close(r, (n - 1) / n * (2 * fsdp_gather + fsdp_reduce) / ddp_sent),
+    if not close(got, want):
+        require(not close(got, float(other) * params / 2**30),
+                tr("that is the other setup's held bytes: use the row of the setup you chose"))
+        require(not close(got, want / 2),
+                tr("held_bytes_per_param is already per rank (FSDP2's 1/N is in it): do not divide by the number "
+                   "of GPUs again"))
+        require(not close(got, want * 2**30 / 1e9), tr("gib_per_gpu is in GiB: divide the bytes by 2**30, not 1e9"))
+        require(not any(close(got, (float(chosen) + extra) * params / 2**30) for extra in (2.0, 4.0)),
+                tr("between steps means weights and Adam state (held_bytes_per_param): the gradients come on top "
+                   "and are not part of this number"))
+        require(False, tr("gib_per_gpu: section 7's measured held bytes per parameter (of the setup you chose) for 1.3 "
+                          "billion parameters, in GiB (2**30 bytes)"))
+    require(_number(traffic_ratio), tr("traffic_ratio is a number: FSDP2's bytes per step divided by DDP's"))
+    # Bytes each rank sends per parameter (ring, N ranks): all-reduce 2(N-1)/N x payload; all-gather and
+    # reduce-scatter (N-1)/N x payload each. FSDP2: BF16 all-gather in forward and again in backward, FP32
+    # reduce-scatter; DDP: a BF16 all-reduce (bf16_compress_hook). Right: 4 / 2 = 2.
+    n, bf16, fp32 = 2, 2.0, 4.0
+    once, twice = (n - 1) / n, 2 * (n - 1) / n
+    fsdp_sent, ddp_sent = once * (2 * bf16 + fp32), twice * bf16
+    r = float(traffic_ratio)
+    require(not close(r, 1.5),
+            tr("1.5 counts one all-gather, or every collective in one dtype (ZeRO's 1.5x): fsdp_bf16_fp32 "
+               "all-gathers the 2-byte BF16 weights twice per step (for forward, and again for backward: "
+               "reshard_after_forward frees them in between) and reduce-scatters 4-byte FP32 gradients"))
+    require(not close(r, fsdp_sent / (twice * fp32)),
+            tr("the DDP to compare trains in BF16 with --grad-dtype bf16: its hook all-reduces 2-byte BF16 "
+               "gradients, not ddp_fp32's 4"))
+    require(not close(r, ddp_sent / fsdp_sent), tr("traffic_ratio is FSDP2's bytes divided by DDP's, not the reverse"))
+    require(not close(r, fsdp_sent / (once * bf16)),
+            tr("a ring all-reduce sends its payload twice, 2(N-1)/N; an all-gather or a reduce-scatter sends it "
+               "once, (N-1)/N"))
+    verdict(close(r, fsdp_sent / ddp_sent),
             tr("traffic_ratio: section 8's rule for each collective, with the bytes per parameter each one moves"))
 
 

@@ -23,8 +23,9 @@ FSDP2 (``fully_shard``) and a ``MixedPrecisionPolicy`` instead of autocast (FP16
 ranks); ``--grad-dtype`` is the dtype gradients travel in (a DDP communication hook, or FSDP2's
 ``reduce_dtype``). Data come from ``fp16lab.data`` (generated here, never downloaded) through a
 ``DistributedSampler`` with ``set_epoch``. ``--ckpt DIR`` saves model, optimizer, GradScaler and
-step with ``torch.distributed.checkpoint``; ``--resume`` continues from it exactly. Rank 0 writes
-one JSON file (``--out``).
+step with ``torch.distributed.checkpoint``; ``--resume`` continues from it exactly
+(``--overflow-at STEP`` forces one overflow, so that a checkpoint can hold a backed-off scale). Rank 0
+writes one JSON file (``--out``).
 """
 
 from __future__ import annotations
@@ -115,6 +116,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--ckpt", type=Path, default=None, help="folder for torch.distributed.checkpoint (saved at the end)")
     p.add_argument("--resume", action="store_true", help="continue from --ckpt")
     p.add_argument("--save-weights", type=Path, default=None, help="rank 0 saves the final full weights here")
+    p.add_argument("--overflow-at", type=int, default=None, metavar="STEP",
+                   help="make step STEP's loss infinite on the last rank: a forced overflow, so an FP16 run's "
+                        "GradScalers skip that step and back off (to checkpoint a backed-off scale)")
     p.add_argument("--cpu", action="store_true", help="CPU processes on gloo even where GPUs exist")
     p.add_argument("--timeout", type=positive_arg, default=300, help="seconds a collective may wait (default 300)")
     a = p.parse_args(argv)
@@ -127,6 +131,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         p.error("argument --resume: needs --ckpt DIR (the checkpoint to continue from)")
     if a.resume and not (a.ckpt / ".metadata").is_file():
         p.error(f"argument --resume: no checkpoint in {str(a.ckpt)!r} (no .metadata file)")
+    if a.overflow_at is not None and (a.overflow_at < 0 or a.precision != "fp16"):
+        p.error(f"argument --overflow-at: needs --precision fp16 and a step >= 0, got {a.overflow_at!r} with "
+                f"--precision {a.precision}")
     if not a.lr > 0:
         p.error(f"argument --lr: must be positive, got {a.lr!r}")
     if not a.fsdp and a.grad_dtype == "bf16" and (why := bf16_hook_support()):
@@ -322,20 +329,26 @@ def train(args: argparse.Namespace, device: torch.device) -> tuple[dict[str, Any
     opt = torch.optim.AdamW(net.parameters(), lr=args.lr)
     scaler = make_scaler(args.precision, device)  # one per rank
     state = TrainState(net, opt, scaler)
+    fresh_scale = scaler.get_scale() if scaler.is_enabled() else None  # what a new GradScaler starts at
     if args.resume:
         load(state, args.ckpt)
     start = state.step
+    start_scale = scaler.get_scale() if scaler.is_enabled() else None  # after a resume: the checkpoint's
     cast = "fp32" if args.fsdp else args.precision  # FSDP2: the policy casts, not autocast
     losses, times, skipped = [], [], 0
     kept: list[torch.Tensor] = []  # the step's loss, to read after it
 
+    forced = [False]  # this step's loss is made infinite (--overflow-at, on the last rank only)
+
     def keep_loss(batch: Any) -> torch.Tensor:
-        kept.append(loss_of(net, batch, device))
+        loss = loss_of(net, batch, device)
+        kept.append(loss * float("inf") if forced[0] else loss)
         return kept[-1]
 
     with tap_all_reduce() as calls:
         for step, batch in zip(range(start, args.steps), batches(loader, start), strict=False):
             before = scaler.get_scale() if scaler.is_enabled() else 1.0
+            forced[0] = step == args.overflow_at and rank == world - 1
             kept.clear()
             synchronize(device)
             t0 = time.perf_counter()
@@ -361,7 +374,8 @@ def train(args: argparse.Namespace, device: torch.device) -> tuple[dict[str, Any
         "sync_batchnorm": args.model == "resnet50" and device.type == "cuda",
         "global_batch": args.batch, "start_step": start, "steps": state.step, "steps_run": done,
         "final_loss": float(mean_loss) / world if done else None, "rank0_losses": losses, "skipped_steps": skipped,
-        "loss_scale": scaler.get_scale() if scaler.is_enabled() else None, "_held": held_bytes(net, opt),
+        "loss_scale": scaler.get_scale() if scaler.is_enabled() else None, "fresh_scale": fresh_scale,
+        "start_scale": start_scale, "overflow_at": args.overflow_at, "_held": held_bytes(net, opt),
         "step_ms_median": 1e3 * steady[len(steady) // 2] if steady else None,
         "samples_per_s": args.batch * len(steady) / sum(steady) if steady else None,
         "tokens_per_s": args.batch * tokens * len(steady) / sum(steady) if steady and args.model == "gpt" else None,

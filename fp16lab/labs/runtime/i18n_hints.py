@@ -677,9 +677,6 @@ HINTS: dict[str, str] = {
     "10 GbE carries 10 Gbit/s: divide by its bytes per second, an eighth of that":
         "10 GbE 每秒传 10 Gbit：要除以它每秒的字节数，也就是它的八分之一",
     "a BF16 gradient is 2 bytes on the wire, not 4": "BF16 梯度在链路上占 2 个字节，不是 4 个",
-    "grad_seconds: section 8's ring all-reduce time for two ranks, with your dtype's bytes per parameter":
-        "grad_seconds：用第 8 节的环形 all-reduce 时间，两个 rank，按你所选 dtype 每个参数的字节数计算",
-    "cast g_ex to float16, then divide by 8, and count the zeros": "先把 g_ex 转换为 float16，再除以 8，然后数零的个数",
     "multiply by the scale 2**16 before the cast": "转换之前先乘以缩放因子 2**16",
     "use_fsdp is True or False": "use_fsdp 是 True 或 False",
     "compare DDP's bytes per GPU with half the card: is the other half left for gradients and activations?":
@@ -691,10 +688,6 @@ HINTS: dict[str, str] = {
         "（这个 torch 不是 CUDA 版，不能运行 bf16_compress_hook；CUDA 版 torch 可以）",
     "{name} is a fraction between 0 and 1": "{name} 是 0 到 1 之间的比例",
     "traffic_ratio is a number: FSDP2's bytes per step divided by DDP's": "traffic_ratio 是一个数：FSDP2 每步发送的字节数除以 DDP 的",
-    "1.5x is ZeRO's ratio when weights and gradients share one dtype; fsdp_bf16_fp32 gathers 2-byte BF16 weights but reduce-scatters 4-byte FP32 gradients":
-        "1.5 倍是 ZeRO 在权重和梯度同一种 dtype 时的比值；fsdp_bf16_fp32 all-gather 的是 2 字节的 BF16 权重，reduce-scatter 的却是 4 字节的 FP32 梯度",
-    "0.75 counts one all-gather, or all three collectives in BF16: FSDP2 all-gathers each block's BF16 weights twice per step (for forward, and again for backward: reshard_after_forward frees them in between), and fsdp_bf16_fp32 reduce-scatters 4-byte FP32 gradients":
-        "0.75 只算了一次 all-gather，或者把三次集合通信都按 BF16 算了：FSDP2 每步对每个块的 BF16 权重 all-gather 两次（前向一次，反向再一次：reshard_after_forward 在两次之间释放它们），而 fsdp_bf16_fp32 reduce-scatter 的是 4 字节的 FP32 梯度",
     "each entry of half_grads is ex_model[0].weight.grad of one half: same shape and dtype (FP32) as that weight":
         "half_grads 的每一项是其中一半数据的 ex_model[0].weight.grad：形状和 dtype（FP32）都与该权重相同",
     "avg_grad is one tensor shaped like ex_model[0].weight, in FP32": "avg_grad 是一个与 ex_model[0].weight 形状相同的 FP32 张量",
@@ -704,8 +697,6 @@ HINTS: dict[str, str] = {
         "grad_seconds 的单位是秒：你给的是毫秒（第 8 节的表格打印的是 ms）",
     "10 GbE's 1.25 GB/s is decimal, 1.25e9 bytes per second, not 1.25 GiB/s (2**30)":
         "10 GbE 的 1.25 GB/s 是十进制的，即每秒 1.25e9 字节，不是 1.25 GiB/s（2**30）",
-    "you divided in FP32 after the cast: div_ runs on the FP16 bucket, so the quotient is rounded to float16 too; keep the division in float16":
-        "你在转换之后用 FP32 做了除法：div_ 作用于 FP16 的桶，商也会舍入到 float16；除法要留在 float16 中做",
     "no torch.autocast here: the 16-bit compute comes from MixedPrecisionPolicy(param_dtype=torch.float16), which also gathers the weights in FP16; autocast would gather FP32 and cast per op":
         "这里不要用 torch.autocast：16 位计算来自 MixedPrecisionPolicy(param_dtype=torch.float16)，它还以 FP16 all-gather 权重；autocast 会 all-gather FP32 权重，再逐个算子转换",
     "give MixedPrecisionPolicy reduce_dtype=torch.float32: left out, it falls back to param_dtype and the gradients are reduced in FP16":
@@ -714,14 +705,48 @@ HINTS: dict[str, str] = {
         "reduce_dtype=torch.{dtype} 以 16 位对各 rank 的梯度求和，较小的贡献会在舍入中丢失：请给 MixedPrecisionPolicy 传 reduce_dtype=torch.float32",
     "call fully_shard on each Linear first (a loop), then on the whole model: one call on the model makes one all-gather of everything, no per-layer sharding units":
         "先对每个 Linear 调用 fully_shard（用循环），再对整个模型调用：只对模型调用一次，会一次 all-gather 全部权重，没有逐层的分片单元",
-    "DDP here is ddp_fp32: a ring all-reduce of FP32 gradients sends its payload twice, 2(N-1)/N; an all-gather or a reduce-scatter sends it once, (N-1)/N":
-        "这里的 DDP 是 ddp_fp32：FP32 梯度的环形 all-reduce 把数据发送两遍，即 2(N-1)/N；all-gather 或 reduce-scatter 只发送一遍，即 (N-1)/N",
     "traffic_ratio: section 8's rule for each collective, with the bytes per parameter each one moves":
         "traffic_ratio：对每个集合通信用第 8 节的规则，并按它每个参数传输的字节数计算",
     "keep the FP32 weights: MixedPrecisionPolicy(param_dtype=torch.float16) casts for compute; model.half() makes the master weights and the gradients FP16, and GradScaler refuses those":
         "保留 FP32 权重：MixedPrecisionPolicy(param_dtype=torch.float16) 只在计算时转换；model.half() 会把主权重和梯度都变成 FP16，而 GradScaler 拒绝处理它们",
     "keep the FP32 weights: MixedPrecisionPolicy(param_dtype=torch.float16) casts for compute; model.half() makes the master weights FP16":
         "保留 FP32 权重：MixedPrecisionPolicy(param_dtype=torch.float16) 只在计算时转换；model.half() 会把主权重变成 FP16",
+    "count the zeros on the wire, after the division: unscale_ divides by the scale later, on the gradients cast back to FP32":
+        "数链路上（除法之后）的零：unscale_ 在之后才除以缩放因子，作用于转换回 FP32 的梯度",
+    "an all-reduce sends the payload around the ring twice (a reduce-scatter, then an all-gather): 2(N-1)/N, not (N-1)/N":
+        "all-reduce 要把载荷沿环发送两遍（先 reduce-scatter，再 all-gather）：是 2(N-1)/N，不是 (N-1)/N",
+    "the hook casts first and divides after, in float16: two roundings; dividing first rounds once":
+        "钩子先转换、后在 float16 中做除法：舍入两次；先做除法只舍入一次",
+    "between steps means weights and Adam state (held_bytes_per_param): the gradients come on top and are not part of this number":
+        "“两步之间”指权重和 Adam 状态（held_bytes_per_param）：梯度另算，不包含在这个数里",
+    "gib_per_gpu is a number of GiB":
+        "gib_per_gpu 是一个以 GiB 为单位的数",
+    "1.5 counts one all-gather, or every collective in one dtype (ZeRO's 1.5x): fsdp_bf16_fp32 all-gathers the 2-byte BF16 weights twice per step (for forward, and again for backward: reshard_after_forward frees them in between) and reduce-scatters 4-byte FP32 gradients":
+        "1.5 只算了一次 all-gather，或者把所有集合通信都按同一种 dtype 算了（ZeRO 的 1.5 倍）：fsdp_bf16_fp32 每步对 2 字节的 BF16 权重 all-gather 两次（前向一次，反向再一次：reshard_after_forward 在两次之间释放它们），reduce-scatter 的是 4 字节的 FP32 梯度",
+    "a ring all-reduce sends its payload twice, 2(N-1)/N; an all-gather or a reduce-scatter sends it once, (N-1)/N":
+        "环形 all-reduce 把载荷发送两遍，即 2(N-1)/N；all-gather 或 reduce-scatter 只发送一遍，即 (N-1)/N",
+    "that is the other setup's held bytes: use the row of the setup you chose":
+        "这是另一种方案的占用字节数：请用你所选方案的那一行",
+    "the gradients reach the bucket already scaled (GradScaler scaled the loss): multiply by 2**16 before the cast, not after":
+        "梯度进入桶时已经缩放过（GradScaler 缩放的是损失）：要在转换之前乘以 2**16，而不是之后",
+    "the DDP to compare trains in BF16 with --grad-dtype bf16: its hook all-reduces 2-byte BF16 gradients, not ddp_fp32's 4":
+        "要比较的 DDP 以 BF16 训练并设 --grad-dtype bf16：它的钩子 all-reduce 的是 2 字节的 BF16 梯度，不是 ddp_fp32 的 4 字节",
+    "gib_per_gpu is in GiB: divide the bytes by 2**30, not 1e9":
+        "gib_per_gpu 的单位是 GiB：字节数要除以 2**30，而不是 1e9",
+    "cast g_ex to float16, then divide by 8 in float16, and count the values that became 0 (for flushed_scaled, multiply g_ex by 2**16 first)":
+        "先把 g_ex 转换为 float16，再在 float16 中除以 8，然后数变成 0 的值（对 flushed_scaled，先把 g_ex 乘以 2**16）",
+    "0 is what a bfloat16 cast gives (FP32's range), or a guess: fp16_compress_hook casts to float16, whose window, scaled or not, still has a lower end; compute the fraction":
+        "0 是转换为 bfloat16（动态范围与 FP32 相同）得到的结果，或者是猜的：fp16_compress_hook 转换为 float16，无论是否缩放，它的表示范围都有下限；请把比例算出来",
+    "grad_seconds: section 8's ring all-reduce time for every rank in the ring, with your dtype's bytes per parameter":
+        "grad_seconds：用第 8 节的环形 all-reduce 时间，环里的全部 rank 都要算上，按你所选 dtype 每个参数的字节数计算",
+    "div_(world_size) runs on the FP16 bucket: divide by 8 in float16, after the cast (dividing in FP32, or not at all, counts only what the cast itself flushed)":
+        "div_(world_size) 作用于 FP16 的桶：要在转换之后、在 float16 中除以 8（用 FP32 做除法或者不做除法，数到的只是转换本身下溢为零的值）",
+    "held_bytes_per_param is already per rank (FSDP2's 1/N is in it): do not divide by the number of GPUs again":
+        "held_bytes_per_param 已经是每个 rank 的数（其中已含 FSDP2 的 1/N）：不要再除以 GPU 数",
+    "count the GPUs, not the boxes: the ring joins all {ranks} ranks, and each sends 2(N-1)/N times the payload (for two ranks that factor is 1, so it looks as if it could be left out)":
+        "数 GPU，不是数机器：环把全部 {ranks} 个 rank 连在一起，每个发送载荷的 2(N-1)/N 倍（两个 rank 时这个系数是 1，所以看起来好像可以省掉）",
+    "traffic_ratio is FSDP2's bytes divided by DDP's, not the reverse":
+        "traffic_ratio 是 FSDP2 的字节数除以 DDP 的，不是反过来",
     "the script failed under torchrun: {line}": "脚本在 torchrun 下运行失败：{line}",
     "start the script with torchrun (python -m torch.distributed.run --standalone --nproc_per_node=2 ...): it sets RANK, WORLD_SIZE and the rendezvous":
         "用 torchrun 启动脚本（python -m torch.distributed.run --standalone --nproc_per_node=2 ...）：它会设置 RANK、WORLD_SIZE 和 rendezvous",
