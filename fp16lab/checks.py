@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 __all__ = [
+    "say",
+    "install_catalogue",
     "positive_int",
     "function",
     "non_negative_int",
@@ -371,3 +373,25 @@ def _short(value: Any) -> str:
     if len(text) > 80:
         text = text[:77] + "..."
     return f"{text} ({type(value).__name__})"
+
+
+# ---- the library's reports and errors, in the learner's language ----------------------------------------------------
+# The library imports no catalogue (labs and course import the library, never the reverse): its reports and errors
+# go through say(), English until fp16lab.labs.runtime.i18n installs its tr() (on import; every lesson imports it).
+
+_CATALOGUE: list[Callable[..., str]] = []
+
+
+def say(msgid: str, /, **fields: object) -> str:
+    """``msgid`` (the English text) with its ``{fields}`` filled in, in the learner's language once a catalogue is
+    installed (:func:`install_catalogue`), else English. Without fields the text is returned as it is."""
+    if _CATALOGUE:
+        return _CATALOGUE[0](msgid, **fields)
+    return msgid.format(**fields) if fields else msgid
+
+
+def install_catalogue(translate: Callable[..., str]) -> None:
+    """Route :func:`say` through ``translate(msgid, **fields)`` (fp16lab.labs.runtime.i18n installs its ``tr``)."""
+    if not callable(translate):
+        raise ValueError(f"translate must be a function like tr(msgid, **fields), got {translate!r}")
+    _CATALOGUE[:] = [translate]

@@ -9,6 +9,7 @@ glossary (notebooks/zh/README.md, column 不要用) rules out.
 from __future__ import annotations
 
 import ast
+import math
 import os
 import re
 import string
@@ -169,15 +170,16 @@ def test_cli_doctor_prints_chinese():
 # ---- the catalogue against the code -------------------------------------------------------------
 
 def _tr_calls() -> list[tuple[str, str, set[str] | None]]:
-    """(where, msgid, keyword fields or None when the call passes none) for every tr("...") in fp16lab/."""
+    """(where, msgid, keyword fields or None when the call passes none) for every tr("...") in fp16lab/, and every
+    say("...") (the learner library's messages, fp16lab.checks.say: tr() once the catalogue is installed)."""
     calls = []
     for path in sorted(PKG.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "tr":
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("tr", "say"):
                 where = f"{path.relative_to(ROOT)}:{node.lineno}"
                 first = node.args[0] if node.args else None
                 assert isinstance(first, ast.Constant) and isinstance(first.value, str), \
-                    f"{where}: tr() takes its message as a literal string (so this test can see it)"
+                    f"{where}: {node.func.id}() takes its message as a literal string (so this test can see it)"
                 names = {k.arg for k in node.keywords if k.arg and k.arg != "lang"}
                 calls.append((where, first.value, names or None))
     return calls
@@ -615,3 +617,73 @@ def test_fp16labs_own_warnings_speak_chinese_under_the_lessons_filters(lesson, m
                            "figures"], "the lesson silences the precision warning, not the sweep's"
     for text in chinese:
         assert HAN.search(text) and not english_sentences(text), text
+
+
+# ---- the learner library's own reports and errors (fp16lab.checks.say) ---------------------------------------------
+
+def _diverged_messages() -> list[str]:
+    """DivergenceGuard's message for each way a run stops: bad data, a non-finite loss (bf16; fp16 three times in a
+    row), a non-finite gradient norm, the fp16 scale below min_scale (with a finite and an infinite loss)."""
+    from fp16lab.precision import Precision
+    from fp16lab.train.callbacks import DivergenceGuard
+    from fp16lab.train.step import StepResult
+
+    def step(loss=1.0, grad_norm=1.0, scale=1.0):
+        return StepResult(loss, None, 4, grad_norm, scale, scale, False, 0.1)
+
+    x, y = torch.ones(4, 2), torch.zeros(4)
+    rows = [{"loss": math.inf, "skipped": True}] * 3
+    cases = [(DivergenceGuard(), Precision.FP16, step(loss=math.nan), [(x.clone().fill_(math.nan), y)], rows[:1]),
+             (DivergenceGuard(), Precision.BF16, step(loss=math.inf), [(x, y)], rows[:1]),
+             (DivergenceGuard(min_scale=None), Precision.FP16, step(loss=math.inf), [(x, y)], rows),
+             (DivergenceGuard(), Precision.FP32, step(grad_norm=math.inf), [(x, y)], rows[:1]),
+             (DivergenceGuard(), Precision.FP16, step(scale=0.5), [(x, y)], rows[:1]),
+             (DivergenceGuard(), Precision.FP16, step(loss=math.inf, scale=0.5), [(x, y)], rows[:1])]
+    out = []
+    for guard, p, result, micro, seen in cases:
+        why = guard.diagnose(p, 7, result, micro, seen)
+        assert why is not None, (p, result)
+        out.append(why[2])
+    return out
+
+
+def test_the_librarys_reports_and_errors_speak_chinese(zh):
+    """What the library itself says in a lesson (fit stopping a run in lessons 02 and 04, first_nonfinite in 04, 07
+    and 08, bit_view in 01) goes through fp16lab.checks.say, which the catalogue takes over on import."""
+    from fp16lab.debug import first_nonfinite
+    from fp16lab.numerics import bit_view
+
+    texts = _diverged_messages()
+    assert texts[0].startswith("第 7 步：损失为 nan，因为数据不是有限值（第 1 个微批次（共 1 个）：它的输入含有 8 个 NaN"), texts[0]
+    assert texts[4].startswith("第 7 步：fp16 的损失缩放因子降到 0.5，低于 min_scale=1") and "可以尝试：降低学习率；" in texts[4]
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
+    texts += [str(first_nonfinite(model, torch.full((1, 2), math.inf), "fp32", "cpu")),
+              str(first_nonfinite(model, torch.ones(1, 2), "fp32", "cpu"))]
+    views = [bit_view(math.pi, "fp16"), bit_view(1e-6, "fp16"), bit_view(0.0, "fp16"), bit_view(1e6, "fp16"),
+             bit_view(1000.0, "fp8_e4m3"),
+             bit_view(math.nan, "fp16"), bit_view(math.nan, "fp8_e4m3")]
+    texts += [str(v) for v in views] + [v._repr_html_() for v in views]
+    assert str(views[0]).startswith("fp16：3.141592653589793 存储为 3.140625（正规数）"), str(views[0])
+    from fp16lab.align import audit
+
+    for model in (torch.nn.Sequential(torch.nn.Linear(8, 8)), torch.nn.Sequential(torch.nn.Linear(8, 10))):
+        rep = audit(model, torch.zeros(8, 8), "fp16")
+        summary = rep.summary()
+        texts += [summary, re.sub(r"<table.*?</table>", "", rep._repr_html_(), flags=re.S)]  # the table is data
+        assert summary.startswith("按 fp16（8 的倍数）检查了 1 个层："), summary
+    assert "pad_layers(model, ['0']) 可以修正" in summary
+    for text in texts:
+        assert HAN.search(text) and not english_sentences(text), text
+
+
+def test_the_librarys_messages_stay_english_without_the_switch(monkeypatch):
+    from fp16lab.numerics import bit_view
+
+    monkeypatch.delenv(i18n.LANG_ENV, raising=False)
+    texts = _diverged_messages()
+    assert texts[4].startswith("step 7: the fp16 loss scale fell to 0.5, below min_scale=1 (1 of the last 1 steps") \
+        and texts[4].endswith("Try: a lower learning rate; gradient clipping (clip_grad_norm=1.0); keeping the unstable "
+                              "op in an FP32 island (fp16lab.precision.autocast('fp32', device)); bf16 instead of fp16 "
+                              "(fp32's range, no scaler needed).")
+    assert str(bit_view(math.pi, "fp16")).startswith("fp16: 3.141592653589793 is stored as 3.140625 (normal)")
+    assert not any(HAN.search(t) for t in texts)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -36,14 +38,30 @@ def test_extraction_finds_python_blocks_only():
     assert snippets(text) == [("L2-a", "x = 1\n"), ("L9-b-c", "y = 2\n")]
 
 
+def code_tokens(code: str) -> list[tuple[int, str]]:
+    """The tokens of ``code`` less its comments (and the line ends they leave): what runs."""
+    skip = (tokenize.COMMENT, tokenize.NL)
+    return [(t.type, t.string) for t in tokenize.generate_tokens(io.StringIO(code).readline) if t.type not in skip]
+
+
 def test_the_chinese_readme_shows_the_same_snippets():
-    """README.zh-CN.md says its code is README.md's, run by this file: it is, block for block (only the prose is
-    Chinese), so the blocks run here are the ones a Chinese reader copies."""
+    """README.zh-CN.md says its code is README.md's, run by this file: it is, block for block, token for token (only
+    the prose and the comments are Chinese), so the blocks run here are the ones a Chinese reader copies."""
     zh = [code for _, code in snippets(README_ZH.read_text(encoding="utf-8"))]
     en = [code for _, code in SNIPPETS]
     assert len(zh) == len(en), f"README.zh-CN.md has {len(zh)} python blocks, README.md {len(en)}"
     for n, (z, e) in enumerate(zip(zh, en, strict=True), 1):
-        assert z == e, f"python block {n} of README.zh-CN.md differs from README.md's:\n{z}\n--- README.md\n{e}"
+        assert code_tokens(z) == code_tokens(e), \
+            f"python block {n} of README.zh-CN.md differs from README.md's:\n{z}\n--- README.md\n{e}"
+        english = [t.string for t in tokenize.generate_tokens(io.StringIO(z).readline)
+                   if t.type == tokenize.COMMENT and not re.search(r"[\u4e00-\u9fff]", t.string)
+                   and re.search(r"[A-Za-z]{2,} [A-Za-z]{2,}", t.string)]
+        assert not english, f"python block {n} of README.zh-CN.md has English comments: {english}"
+
+
+def test_comments_do_not_count_as_code():
+    assert code_tokens("x = f(1)  # one\n# two\ny = 2\n") == code_tokens("x = f(1)  # 一\ny = 2\n")
+    assert code_tokens("x = 1\n") != code_tokens("x = 2  # 1\n")
 
 
 def test_readme_has_snippets():

@@ -19,7 +19,7 @@ from torch import nn
 
 from fp16lab.align.pad import Sharing
 from fp16lab.align.sizes import parsed_alignment, round_up
-from fp16lab.checks import instance
+from fp16lab.checks import instance, say
 from fp16lab.debug.common import call, check_batch
 from fp16lab.precision import Precision, parse_precision
 
@@ -121,19 +121,18 @@ class AuditReport:
 
     def summary(self) -> str:
         pad = self.pad_names()
-        fix = f"; pad_layers(model, {pad!r}) fixes the paddable ones" if pad else ""
-        return (
-            f"{self.modules_checked} layers checked for {self.precision} (multiple of {self.multiple}): "
-            f"{len(self.misaligned)} misaligned size(s) of {len(self.findings)} checked, "
-            f"{len(self.skipped)} module(s) skipped{fix}"
-        )
+        fix = say("; pad_layers(model, {pad!r}) fixes the paddable ones", pad=pad) if pad else ""
+        return say("{n} layers checked for {precision} (multiple of {multiple}): {bad} misaligned size(s) of {sizes} "
+                   "checked, {skipped} module(s) skipped{fix}", n=self.modules_checked, precision=self.precision,
+                   multiple=self.multiple, bad=len(self.misaligned), sizes=len(self.findings),
+                   skipped=len(self.skipped), fix=fix)
 
     def __str__(self) -> str:
         lines = [self.summary()]
         if self.misaligned:
             lines.append(self.to_frame().drop(columns=["reason"]).to_string(index=False))
         if self.skipped:
-            lines.append("skipped:")
+            lines.append(say("skipped:"))
             lines.append(self.skipped_frame().to_string(index=False))
         return "\n".join(lines)
 
@@ -141,13 +140,13 @@ class AuditReport:
         return str(self)
 
     def _repr_html_(self) -> str:
-        parts = [f"<p><b>Alignment audit</b> &mdash; {html.escape(self.summary())}</p>"]
+        parts = [f"<p><b>{say('Alignment audit')}</b> &mdash; {html.escape(self.summary())}</p>"]
         if self.misaligned:
             parts.append(self.to_frame().to_html(index=False))
         else:
-            parts.append("<p>Every checked size is aligned.</p>")
+            parts.append(f"<p>{say('Every checked size is aligned.')}</p>")
         if self.skipped:
-            parts.append("<p>Skipped:</p>" + self.skipped_frame().to_html(index=False))
+            parts.append(f"<p>{say('Skipped:')}</p>" + self.skipped_frame().to_html(index=False))
         return "".join(parts)
 
 

@@ -10,7 +10,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from fp16lab.checks import boolean
+from fp16lab.checks import boolean, say
 from fp16lab.debug.common import (
     call,
     check_batch,
@@ -133,13 +133,13 @@ class NonFiniteReport:
     def __str__(self) -> str:
         if self.first is None:
             peak = self.table["max_abs"].max() if len(self.table) else float("nan")
-            return f"all outputs finite under {self.precision} (largest |value| {peak:.4g})"
+            return say("all outputs finite under {precision} (largest |value| {peak:.4g})", precision=self.precision,
+                       peak=peak)
         row = self.first_row
         assert row is not None
-        return (
-            f"first non-finite output under {self.precision}: {self.first} ({row['type']}, "
-            f"{row['dtype']}): {row['n_inf']} inf, {row['n_nan']} NaN"
-        )
+        return say("first non-finite output under {precision}: {first} ({type}, {dtype}): {n_inf} inf, {n_nan} NaN",
+                   precision=self.precision, first=self.first, type=row["type"], dtype=row["dtype"],
+                   n_inf=row["n_inf"], n_nan=row["n_nan"])
 
     def __repr__(self) -> str:
         return f"NonFiniteReport({self})"

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
+from fp16lab.checks import say
 from fp16lab.numerics.formats import (
     FORMAT_INFO,
     INT_VIEW,
@@ -100,21 +101,25 @@ class BitView:
         m = info.mantissa_bits
         kind = self.kind
         if kind == "inf":
-            return f"exponent all ones, mantissa 0 -> {s}inf"
+            return say("exponent all ones, mantissa 0 -> {sign}inf", sign=s)
         if kind == "nan":
-            return "exponent all ones, mantissa " + ("all ones" if not info.has_inf else "!= 0") + " -> nan"
+            return say("exponent all ones, mantissa all ones -> nan") if not info.has_inf else \
+                say("exponent all ones, mantissa != 0 -> nan")
         if kind == "normal":
             return (
                 f"{s}2^({self.exponent}-{info.bias}) x (1 + {self.mantissa}/2^{m})"
                 f" = {s}2^{self.exponent - info.bias} x {1 + self.mantissa / 2**m!r}"
             )
-        return f"{s}2^{info.min_exponent} x ({self.mantissa}/2^{m})  [exponent bits 0: no implicit 1]"
+        return f"{s}2^{info.min_exponent} x ({self.mantissa}/2^{m})  [{say('exponent bits 0: no implicit 1')}]"
 
     def _title(self) -> str:
         note = ""
         if self.overflow:
-            note = ", overflow" + ("" if self.info.has_inf else f": saturated to the max, {self.fmt} has no inf")
-        return f"{self.fmt}: {self.input!r} is stored as {self.value!r} ({self.kind}{note})"
+            note = say(", overflow") if self.info.has_inf else say(", overflow: saturated to the max, {fmt} has no inf",
+                                                                   fmt=self.fmt)
+        kind = {"zero": say("zero"), "subnormal": say("subnormal"), "normal": say("normal")}.get(self.kind, self.kind)
+        return say("{fmt}: {input!r} is stored as {value!r} ({kind}{note})", fmt=self.fmt, input=self.input,
+                   value=self.value, kind=kind, note=note)
 
     def __str__(self) -> str:
         e = self.info.exponent_bits
@@ -146,9 +151,9 @@ class BitView:
             '<table style="border-collapse:collapse;margin:2px 0"><tr>'
             f"{cells(str(self.sign), '#f4cccc')}{cells(self.exponent_bits, '#cfe2f3')}"
             f"{cells(self.mantissa_bits, '#d9ead3')}</tr></table>"
-            f'<span style="background:#f4cccc">sign 1</span> '
-            f'<span style="background:#cfe2f3">exponent {e}</span> '
-            f'<span style="background:#d9ead3">mantissa {m}</span><br>'
+            f'<span style="background:#f4cccc">{say("sign {n}", n=1)}</span> '
+            f'<span style="background:#cfe2f3">{say("exponent {n}", n=e)}</span> '
+            f'<span style="background:#d9ead3">{say("mantissa {n}", n=m)}</span><br>'
             f"<code>{html.escape(self._formula())}</code></div>"
         )
 

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from fp16lab.checks import boolean, function, positive_float, positive_int, sequence_of
+from fp16lab.checks import boolean, function, positive_float, positive_int, say, sequence_of
 from fp16lab.precision import Precision
 from fp16lab.train.checkpoint import HistoryFile, check_writable_folder
 from fp16lab.train.run import HISTORY_COLUMNS, Plan, Run
@@ -191,13 +191,13 @@ class Checkpoint(Callback):
 
 
 def _advice(precision: Precision) -> str:
-    tips = ["a lower learning rate", "gradient clipping (clip_grad_norm=1.0)",
-            "keeping the unstable op in an FP32 island (fp16lab.precision.autocast('fp32', device))"]
+    tips = [say("a lower learning rate"), say("gradient clipping (clip_grad_norm=1.0)"),
+            say("keeping the unstable op in an FP32 island (fp16lab.precision.autocast('fp32', device))")]
     if precision is Precision.FP16:
-        tips.append("bf16 instead of fp16 (fp32's range, no scaler needed)")
+        tips.append(say("bf16 instead of fp16 (fp32's range, no scaler needed)"))
     elif precision is Precision.BF16:
-        tips.append("fp32 for the layers that overflow")
-    return "Try: " + "; ".join(tips) + "."
+        tips.append(say("fp32 for the layers that overflow"))
+    return say("Try: {tips}.", tips=say("; ").join(tips))
 
 
 def _nonfinite_inputs(micro: Sequence[Batch]) -> str | None:
@@ -206,7 +206,8 @@ def _nonfinite_inputs(micro: Sequence[Batch]) -> str | None:
         for what, t in zip(("inputs", "targets"), split_batch(batch), strict=True):
             if t.is_floating_point() and not bool(torch.isfinite(t).all()):
                 n_nan, n_inf = int(torch.isnan(t).sum()), int(torch.isinf(t).sum())
-                return f"micro-batch {i} of {len(micro)}: its {what} hold {n_nan} NaN and {n_inf} inf values"
+                return say("micro-batch {i} of {n}: its {what} hold {n_nan} NaN and {n_inf} inf values", i=i,
+                           n=len(micro), what=say("inputs") if what == "inputs" else say("targets"), n_nan=n_nan, n_inf=n_inf)
     return None
 
 
@@ -238,29 +239,31 @@ class DivergenceGuard(Callback):
         if not math.isfinite(r.loss):
             bad_data = _nonfinite_inputs(micro)
             if bad_data is not None:
-                return "data", r.loss, (f"step {step}: the loss is {r.loss} because the data is not finite "
-                                        f"({bad_data}). Check your data: look for NaN/inf in the dataset and in the "
-                                        "preprocessing (a division by zero, log of 0, a missing value).")
+                return "data", r.loss, say("step {step}: the loss is {loss} because the data is not finite ({bad}). "
+                                           "Check your data: look for NaN/inf in the dataset and in the preprocessing "
+                                           "(a division by zero, log of 0, a missing value).", step=step, loss=r.loss,
+                                           bad=bad_data)
             if not p.uses_scaler:
-                return "loss", r.loss, f"step {step}: the loss is {r.loss} (not finite) training in {p.value}. " + \
-                    _advice(p)
+                return "loss", r.loss, say("step {step}: the loss is {loss} (not finite) training in {precision}. ",
+                                           step=step, loss=r.loss, precision=p.value) + _advice(p)
             streak = len(list(itertools.takewhile(lambda row: not math.isfinite(row["loss"]), reversed(rows))))
             if self.min_scale is None and streak >= NONFINITE_LOSS_STREAK:
-                return "loss", r.loss, (f"step {step}: the loss was not finite on {streak} steps in a row in fp16: "
-                                        "the forward pass overflows, which no loss scale can fix (min_scale=None "
-                                        "turned the scale check off). " + _advice(p))
+                return "loss", r.loss, say("step {step}: the loss was not finite on {streak} steps in a row in fp16: "
+                                           "the forward pass overflows, which no loss scale can fix (min_scale=None "
+                                           "turned the scale check off). ", step=step, streak=streak) + _advice(p)
         if not p.uses_scaler and r.grad_norm is not None and not math.isfinite(r.grad_norm):
-            return "grad_norm", r.grad_norm, (f"step {step}: the gradient norm is {r.grad_norm} in {p.value} (no "
-                                              "GradScaler skips such a step: the weights are no longer finite). "
-                                              + _advice(p))
+            return "grad_norm", r.grad_norm, say("step {step}: the gradient norm is {norm} in {precision} (no "
+                                                 "GradScaler skips such a step: the weights are no longer finite). ",
+                                                 step=step, norm=r.grad_norm, precision=p.value) + _advice(p)
         if p.uses_scaler and self.min_scale is not None and r.scale < self.min_scale:
             recent = sum(bool(x["skipped"]) for x in rows[-50:])
-            forward = "" if math.isfinite(r.loss) else ": the loss itself is not finite, the forward pass overflows"
-            return "scale", r.scale, (
-                f"step {step}: the fp16 loss scale fell to {r.scale:g}, below min_scale={self.min_scale:g} "
-                f"({recent} of the last {min(len(rows), 50)} steps were skipped for inf/NaN gradients; last loss "
-                f"{r.loss:g}{forward}). A scale below min_scale is a heuristic sign of divergence (GradScaler itself "
-                "does not promise a scale >= 1); DivergenceGuard(min_scale=None) turns it off. " + _advice(p))
+            forward = "" if math.isfinite(r.loss) else say(": the loss itself is not finite, the forward pass overflows")
+            return "scale", r.scale, say(
+                "step {step}: the fp16 loss scale fell to {scale:g}, below min_scale={min_scale:g} ({recent} of the "
+                "last {n} steps were skipped for inf/NaN gradients; last loss {loss:g}{forward}). A scale below "
+                "min_scale is a heuristic sign of divergence (GradScaler itself does not promise a scale >= 1); "
+                "DivergenceGuard(min_scale=None) turns it off. ", step=step, scale=r.scale, min_scale=self.min_scale,
+                recent=recent, n=min(len(rows), 50), loss=r.loss, forward=forward) + _advice(p)
         return None
 
 

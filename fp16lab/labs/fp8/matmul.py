@@ -75,9 +75,9 @@ class Fp8Support:
         return tr("FP8: yes. {reason}", reason=self.said) if self.ok else tr("FP8: no. {reason}", reason=self.said)
 
 
-def _support(ok: bool, say: Callable[[str | None], str]) -> Fp8Support:
-    """An :class:`Fp8Support` whose reason is ``say(lang)``, one catalogue message: in English and as the reader reads it."""
-    return Fp8Support(ok, say("en"), say(None))
+def _support(ok: bool, reason: Callable[[str | None], str]) -> Fp8Support:
+    """An :class:`Fp8Support` whose reason is ``reason(lang)``, one catalogue message: in English and as the reader reads it."""
+    return Fp8Support(ok, reason("en"), reason(None))
 
 
 @functools.cache

@@ -279,6 +279,52 @@ ZH: dict[str, str] = {
     ", ": "、",
     "task {name!r}": "任务 {name!r}",
     "start-up (spawn, import torch, join the process group)": "启动（spawn、import torch、加入进程组）",
+    # -- the library's own reports and errors (fp16lab.checks.say): fit's TrainingDiverged, first_nonfinite, bit_view --
+    "a lower learning rate": "降低学习率",
+    "gradient clipping (clip_grad_norm=1.0)": "梯度裁剪（clip_grad_norm=1.0）",
+    "keeping the unstable op in an FP32 island (fp16lab.precision.autocast('fp32', device))":
+        "把不稳定的算子放进 FP32 孤岛（fp16lab.precision.autocast('fp32', device)）",
+    "bf16 instead of fp16 (fp32's range, no scaler needed)": "用 bf16 代替 fp16（数值范围与 fp32 相同，不需要 GradScaler）",
+    "fp32 for the layers that overflow": "上溢的层改用 fp32",
+    "Try: {tips}.": "可以尝试：{tips}。",
+    "micro-batch {i} of {n}: its {what} hold {n_nan} NaN and {n_inf} inf values":
+        "第 {i} 个微批次（共 {n} 个）：它的{what}含有 {n_nan} 个 NaN 和 {n_inf} 个 inf",
+    "inputs": "输入",
+    "targets": "目标",
+    "step {step}: the loss is {loss} because the data is not finite ({bad}). Check your data: look for NaN/inf in the dataset and in the preprocessing (a division by zero, log of 0, a missing value).":
+        "第 {step} 步：损失为 {loss}，因为数据不是有限值（{bad}）。请检查数据：在数据集和预处理中查找 NaN/inf（除以零、对 0 取对数、缺失值）。",
+    "step {step}: the loss is {loss} (not finite) training in {precision}. ":
+        "第 {step} 步：以 {precision} 训练时损失为 {loss}（不是有限值）。",
+    "step {step}: the loss was not finite on {streak} steps in a row in fp16: the forward pass overflows, which no loss scale can fix (min_scale=None turned the scale check off). ":
+        "第 {step} 步：fp16 下连续 {streak} 步的损失都不是有限值：前向传播上溢了，任何损失缩放因子都救不回来（min_scale=None 关闭了对缩放因子的检查）。",
+    "step {step}: the gradient norm is {norm} in {precision} (no GradScaler skips such a step: the weights are no longer finite). ":
+        "第 {step} 步：{precision} 下梯度范数为 {norm}（没有 GradScaler 来跳过这样的步：权重已经不是有限值了）。",
+    ": the loss itself is not finite, the forward pass overflows": "：损失本身就不是有限值，前向传播上溢了",
+    "step {step}: the fp16 loss scale fell to {scale:g}, below min_scale={min_scale:g} ({recent} of the last {n} steps were skipped for inf/NaN gradients; last loss {loss:g}{forward}). A scale below min_scale is a heuristic sign of divergence (GradScaler itself does not promise a scale >= 1); DivergenceGuard(min_scale=None) turns it off. ":
+        "第 {step} 步：fp16 的损失缩放因子降到 {scale:g}，低于 min_scale={min_scale:g}（最近 {n} 步中有 {recent} 步因梯度含 inf/NaN 而被跳过；最后一次的损失为 {loss:g}{forward}）。缩放因子低于 min_scale 只是发散的经验信号（GradScaler 本身并不保证缩放因子 >= 1）；DivergenceGuard(min_scale=None) 可以关闭这项检查。",
+    "all outputs finite under {precision} (largest |value| {peak:.4g})": "{precision} 下所有输出都是有限值（最大 |值| 为 {peak:.4g}）",
+    "first non-finite output under {precision}: {first} ({type}, {dtype}): {n_inf} inf, {n_nan} NaN":
+        "{precision} 下第一个出现非有限值的输出：{first}（{type}，{dtype}）：{n_inf} 个 inf，{n_nan} 个 NaN",
+    "{fmt}: {input!r} is stored as {value!r} ({kind}{note})": "{fmt}：{input!r} 存储为 {value!r}（{kind}{note}）",
+    "zero": "零",
+    "subnormal": "次正规数",
+    "normal": "正规数",
+    ", overflow": "，上溢",
+    ", overflow: saturated to the max, {fmt} has no inf": "，上溢：饱和到最大值（{fmt} 没有 inf）",
+    "sign {n}": "符号位 {n}",
+    "exponent {n}": "指数位 {n}",
+    "mantissa {n}": "尾数位 {n}",
+    "exponent bits 0: no implicit 1": "指数位全为 0：没有隐含的 1",
+    "; pad_layers(model, {pad!r}) fixes the paddable ones": "；pad_layers(model, {pad!r}) 可以修正其中能填充的那些",
+    "{n} layers checked for {precision} (multiple of {multiple}): {bad} misaligned size(s) of {sizes} checked, {skipped} module(s) skipped{fix}":
+        "按 {precision}（{multiple} 的倍数）检查了 {n} 个层：检查的 {sizes} 个尺寸中有 {bad} 个未对齐，跳过了 {skipped} 个模块{fix}",
+    "skipped:": "跳过的模块：",
+    "Skipped:": "跳过的模块：",
+    "Alignment audit": "对齐检查",
+    "Every checked size is aligned.": "检查的每个尺寸都已对齐。",
+    "exponent all ones, mantissa 0 -> {sign}inf": "指数位全为 1，尾数为 0 -> {sign}inf",
+    "exponent all ones, mantissa all ones -> nan": "指数位全为 1，尾数全为 1 -> nan",
+    "exponent all ones, mantissa != 0 -> nan": "指数位全为 1，尾数 != 0 -> nan",
     # -- the lab (fp16lab/course/lab.py): a reference lesson's tab label ------------------------------------------
     "reference · ": "参考版 · ",
     "exercises · ": "练习版 · ",
@@ -331,3 +377,4 @@ def format_warning(message: Warning | str, category: type[Warning], filename: st
 _PLAIN_FORMAT = getattr(warnings.formatwarning, "plain", warnings.formatwarning)  # a reload wraps the original
 format_warning.plain = _PLAIN_FORMAT  # type: ignore[attr-defined]
 warnings.formatwarning = format_warning
+checks.install_catalogue(tr)  # the library's reports and errors (fp16lab.checks.say) in the reader's language
