@@ -52,7 +52,7 @@ def positive_int(name: str, value: object, *, minimum: int = 1) -> int:
     if not _is_int(minimum):
         raise ValueError(f"minimum must be an int, got {_short(minimum)}")
     if not _is_int(value) or int(value) < minimum:  # type: ignore[call-overload]
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+        raise ValueError(say("{name} must be an int >= {minimum}, got {value!r}", name=name, minimum=minimum, value=value))
     return int(value)  # type: ignore[call-overload]
 
 
@@ -99,8 +99,9 @@ def positive_float(name: str, value: object, *, allow_zero: bool = False) -> flo
     ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(float(value))
     if ok and (float(value) > 0 or (allow_zero and float(value) == 0)):  # type: ignore[arg-type]
         return float(value)  # type: ignore[arg-type]
-    bound = ">= 0" if allow_zero else "> 0"
-    raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
+    if allow_zero:
+        raise ValueError(say("{name} must be a finite number >= 0, got {value!r}", name=name, value=value))
+    raise ValueError(say("{name} must be a finite number > 0, got {value!r}", name=name, value=value))
 
 
 def one_of(name: str, value: object, allowed: "Sequence[str] | str") -> str:
@@ -111,7 +112,8 @@ def one_of(name: str, value: object, allowed: "Sequence[str] | str") -> str:
     names = (allowed,) if isinstance(allowed, str) else tuple(allowed)  # never a substring test
     if isinstance(value, str) and value in names:
         return value
-    raise ValueError(f"{name} must be one of {', '.join(map(repr, names))}; got {_short(value)}")
+    raise ValueError(say("{name} must be one of {names}; got {value}", name=name,
+                         names=say(", ").join(map(repr, names)), value=_short(value)))
 
 
 def sequence_of(name: str, value: object, *, example: str = "['fp16']", item: "Callable[[str, Any], Any] | None" = None,
@@ -141,7 +143,7 @@ def boolean(name: str, value: object) -> bool:
     _label(name)
     if isinstance(value, bool):
         return value
-    raise ValueError(f"{name} must be True or False, got {value!r}")
+    raise ValueError(say("{name} must be True or False, got {value!r}", name=name, value=value))
 
 
 def instance(name: str, value: T, types: "type | tuple[type, ...]", what: str) -> T:

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from fp16lab.checks import say
 from fp16lab.device import parse_device, resolve_device
 from fp16lab.hardware import cuda_capability
 
@@ -87,8 +88,9 @@ def parse_precision(value: "Precision | str", *, name: str = "precision") -> Pre
         return Precision(value.strip().lower())
     hint = ""
     if isinstance(value, torch.dtype) or value in ("float16", "half", "bfloat16", "float32", "float"):
-        hint = " (a precision name, not a dtype: e.g. torch.float16 is 'fp16')"
-    raise ValueError(f"{name}: unknown precision {value!r}; allowed: {', '.join(map(repr, ALLOWED))}{hint}")
+        hint = say(" (a precision name, not a dtype: e.g. torch.float16 is 'fp16')")
+    raise ValueError(say("{name}: unknown precision {value!r}; allowed: {allowed}{hint}", name=name, value=value,
+                         allowed=say(", ").join(map(repr, ALLOWED)), hint=hint))
 
 
 def autocast(

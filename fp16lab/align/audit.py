@@ -159,13 +159,22 @@ _REASONS = {
     "out_channels": "K filters: N of the implicit GEMM",
     "rows": "rows of x (batch × tokens): M of the forward matmul, K of the weight-gradient one (not a leading dimension: costs less than a misaligned width)",
 }
-_FIXES = {
-    "in_features": "change the model: the layer before must produce {s} features (e.g. the hidden size in its config)",
-    "embedding_dim": "change the model: set the hidden size to {s} in its config",
-    "in_channels": "change the model: the layer before must produce {s} channels (pad_layers pads no convolutions)",
-    "out_channels": "change the model: give this convolution {s} output channels (pad_layers pads no convolutions)",
-    "rows": "choose a batch size × tokens that is a multiple of {m}",
-}
+def _fix(dim: str, s: int, m: int) -> str:
+    """The ``fix`` column's text for a size the model must change (in the learner's language, via say)."""
+    if dim == "in_features":
+        return say("change the model: the layer before must produce {s} features (e.g. the hidden size in its config)",
+                   s=s)
+    if dim == "embedding_dim":
+        return say("change the model: set the hidden size to {s} in its config", s=s)
+    if dim == "in_channels":
+        return say("change the model: the layer before must produce {s} channels (pad_layers pads no convolutions)",
+                   s=s)
+    if dim == "out_channels":
+        return say("change the model: give this convolution {s} output channels (pad_layers pads no convolutions)",
+                   s=s)
+    if dim == "rows":
+        return say("choose a batch size × tokens that is a multiple of {m}", m=m)
+    return ""
 
 
 class _Auditor:
@@ -178,7 +187,7 @@ class _Auditor:
     def add(self, name: str, m: nn.Module, dim: str, size: int, extra: str = "") -> None:
         a, prec = self.report.multiple, self.report.precision
         suggested = round_up(int(size), a)
-        paddable, fix = False, _FIXES.get(dim, "").format(s=suggested, m=a)
+        paddable, fix = False, _fix(dim, suggested, a)
         pad_with: tuple[str, ...] = ()
         if dim in ("out_features", "num_embeddings"):
             holders, why = self.sharing.group(m)
@@ -187,7 +196,8 @@ class _Auditor:
                 pad_with = tuple(self.sharing.names[id(h)][0] for h in holders)
                 fix = self.sharing.call(holders, a)
             else:
-                fix = f"pad_layers cannot: {why}; change the size to {suggested} in the model's definition"
+                fix = say("pad_layers cannot: {why}; change the size to {s} in the model's definition", why=why,
+                          s=suggested)
             extra += self._note(m, holders)
         reason = f"{_REASONS[dim].format(m=a)}; {prec} Tensor Cores want multiples of {a}{extra}"
         self.report.findings.append(Finding(name, type(m).__name__, dim, int(size), a, suggested, reason,

@@ -421,7 +421,7 @@ class Workers:
 
     def _collect(self, task_id: object, what: str, limit: float, deadline: float | None = None,
                  said: str | None = None) -> list[Any]:
-        """The results of ``task_id`` by rank; ``what`` names it in the errors (English), ``said`` in the timeout,
+        """The results of ``task_id`` by rank; ``what`` names it in the exception's ``task`` (English), ``said`` in the messages,
         which a lesson shows (the reader's language; ``what`` when None)."""
         n = self.world.world_size
         results: dict[int, Any] = {}
@@ -450,10 +450,10 @@ class Workers:
                         code = p.exitcode
                         self._abort()
                         raise WorkerError(
-                            f"rank {r} exited (exit code {code}) during {what} without a result; all workers "
-                            "were stopped. Its error is on the launcher's stderr (the terminal running Jupyter "
-                            "or the script; a script must start workers under `if __name__ == '__main__':`). "
-                            "Start new Workers to continue.",
+                            tr("rank {r} exited (exit code {code}) during {what} without a result; all workers "
+                               "were stopped. Its error is on the launcher's stderr (the terminal running Jupyter "
+                               "or the script; a script must start workers under `if __name__ == '__main__':`). "
+                               "Start new Workers to continue.", r=r, code=code, what=said or what),
                             rank=r, task=what,
                         )
                 continue
@@ -466,13 +466,15 @@ class Workers:
                 if dead:  # a rank died, and this one failed because its peer vanished: name the dead one
                     r, code = dead[0]
                     raise WorkerError(
-                        f"rank {r} exited (exit code {code}) during {what}; rank {rank} then failed: {rest[0]}; "
-                        "all workers were stopped. Start new Workers to continue.",
+                        tr("rank {r} exited (exit code {code}) during {what}; rank {rank} then failed: {error}; "
+                           "all workers were stopped. Start new Workers to continue.", r=r, code=code,
+                           what=said or what, rank=rank, error=rest[0]),
                         rank=r, task=what, details=rest[1],
                     )
                 raise WorkerError(
-                    f"rank {rank} failed in {what}: {rest[0]}; all workers were stopped.\n"
-                    f"--- traceback of rank {rank} ---\n{rest[1]}",
+                    tr("rank {rank} failed in {what}: {error}; all workers were stopped.\n"
+                       "--- traceback of rank {rank} ---\n{details}", rank=rank, what=said or what, error=rest[0],
+                       details=rest[1]),
                     rank=rank, task=what, details=rest[1],
                 )
             results[rank] = pickle.loads(rest[0])

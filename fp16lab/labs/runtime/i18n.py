@@ -275,6 +275,12 @@ ZH: dict[str, str] = {
     # -- lesson 10's in-notebook process pool (fp16lab/labs/multi_gpu/launcher.py): ranks that do not answer -------
     "{who} did not finish {what} within the timeout of {limit:g} s ({answered} of {n} ranks answered); all workers were stopped. A rank that hangs, or waits in a collective for a rank that never joins it, looks like this. Start new Workers to continue.":
         "{who} 没有在 {limit:g} 秒的超时时间内完成{what}（{n} 个 rank 中有 {answered} 个响应）；所有工作进程都已停止。某个 rank 卡住，或者在集合通信中等待一个永远不会加入的 rank 时，就会出现这种情况。请启动新的 Workers 再继续。",
+    "rank {r} exited (exit code {code}) during {what} without a result; all workers were stopped. Its error is on the launcher's stderr (the terminal running Jupyter or the script; a script must start workers under `if __name__ == '__main__':`). Start new Workers to continue.":
+        "rank {r} 在{what}期间退出（退出码 {code}），没有返回结果；所有工作进程都已停止。它的错误信息在启动方的 stderr 上（运行 Jupyter 或脚本的终端；脚本必须在 `if __name__ == '__main__':` 之下启动工作进程）。请启动新的 Workers 再继续。",
+    "rank {r} exited (exit code {code}) during {what}; rank {rank} then failed: {error}; all workers were stopped. Start new Workers to continue.":
+        "rank {r} 在{what}期间退出（退出码 {code}）；随后 rank {rank} 失败：{error}；所有工作进程都已停止。请启动新的 Workers 再继续。",
+    "rank {rank} failed in {what}: {error}; all workers were stopped.\n--- traceback of rank {rank} ---\n{details}":
+        "rank {rank} 在{what}中失败：{error}；所有工作进程都已停止。\n--- rank {rank} 的回溯信息 ---\n{details}",
     "ranks {ranks}": "rank {ranks}",
     ", ": "、",
     "task {name!r}": "任务 {name!r}",
@@ -315,6 +321,26 @@ ZH: dict[str, str] = {
     "exponent {n}": "指数位 {n}",
     "mantissa {n}": "尾数位 {n}",
     "exponent bits 0: no implicit 1": "指数位全为 0：没有隐含的 1",
+    # -- argument errors (fp16lab/checks.py, fp16lab/precision.py) ----------------------------------------------
+    "{name} must be an int >= {minimum}, got {value!r}": "{name} 必须是不小于 {minimum} 的整数，实际为 {value!r}",
+    "{name} must be a finite number >= 0, got {value!r}": "{name} 必须是不小于 0 的有限数，实际为 {value!r}",
+    "{name} must be a finite number > 0, got {value!r}": "{name} 必须是大于 0 的有限数，实际为 {value!r}",
+    "{name} must be one of {names}; got {value}": "{name} 必须是 {names} 之一，实际为 {value}",
+    "{name} must be True or False, got {value!r}": "{name} 必须是 True 或 False，实际为 {value!r}",
+    "{name}: unknown precision {value!r}; allowed: {allowed}{hint}": "{name}：未知的精度 {value!r}；可选值：{allowed}{hint}",
+    " (a precision name, not a dtype: e.g. torch.float16 is 'fp16')":
+        "（要写精度名称，不是 dtype：例如 torch.float16 对应 'fp16'）",
+    # -- the audit's fix column (fp16lab/align/audit.py) -------------------------------------------------------
+    "change the model: the layer before must produce {s} features (e.g. the hidden size in its config)":
+        "修改模型：前一层必须输出 {s} 个特征（例如修改配置中的隐藏层大小）",
+    "change the model: set the hidden size to {s} in its config": "修改模型：在配置中把隐藏层大小设为 {s}",
+    "change the model: the layer before must produce {s} channels (pad_layers pads no convolutions)":
+        "修改模型：前一层必须输出 {s} 个通道（pad_layers 不填充卷积层）",
+    "change the model: give this convolution {s} output channels (pad_layers pads no convolutions)":
+        "修改模型：让这个卷积层输出 {s} 个通道（pad_layers 不填充卷积层）",
+    "choose a batch size × tokens that is a multiple of {m}": "把 批处理大小 × token 数 取为 {m} 的倍数",
+    "pad_layers cannot: {why}; change the size to {s} in the model's definition":
+        "pad_layers 无法填充：{why}；请在模型定义中把尺寸改为 {s}",
     "; pad_layers(model, {pad!r}) fixes the paddable ones": "；pad_layers(model, {pad!r}) 可以修正其中能填充的那些",
     "{n} layers checked for {precision} (multiple of {multiple}): {bad} misaligned size(s) of {sizes} checked, {skipped} module(s) skipped{fix}":
         "按 {precision}（{multiple} 的倍数）检查了 {n} 个层：检查的 {sizes} 个尺寸中有 {bad} 个未对齐，跳过了 {skipped} 个模块{fix}",
