@@ -687,3 +687,73 @@ def test_the_librarys_messages_stay_english_without_the_switch(monkeypatch):
                               "(fp32's range, no scaler needed).")
     assert str(bit_view(math.pi, "fp16")).startswith("fp16: 3.141592653589793 is stored as 3.140625 (normal)")
     assert not any(HAN.search(t) for t in texts)
+
+
+def _argument_errors() -> list[str]:
+    """The argument errors a learner meets in exercises: fit's precision, checks' int/float/choice/flag, the audit's
+    fix column (a layer the model must change, and the rows: batch × tokens)."""
+    from fp16lab import checks
+    from fp16lab.align import audit
+    from fp16lab.precision import parse_precision
+
+    out = []
+    for call in (lambda: parse_precision("fp17"), lambda: parse_precision("float16"),
+                 lambda: checks.positive_int("batch", -1), lambda: checks.positive_float("lr", 0),
+                 lambda: checks.positive_float("lr", -1, allow_zero=True),
+                 lambda: checks.one_of("precision", "fp17", ("fp32", "fp16")), lambda: checks.boolean("x", 3)):
+        with pytest.raises(ValueError) as info:
+            call()
+        out.append(str(info.value))
+    rep = audit(torch.nn.Sequential(torch.nn.Linear(7, 8), torch.nn.Linear(8, 10)), torch.zeros(6, 7), "fp16")
+    fixes = list(dict.fromkeys(f.fix for f in rep.findings if not f.paddable))
+    assert len(fixes) == 2, fixes  # a width the model must change, and the rows (batch × tokens)
+    return out + fixes
+
+
+def test_argument_errors_and_the_audits_fix_column_speak_chinese(zh):
+    texts = _argument_errors()
+    assert texts[0] == "precision：未知的精度 'fp17'；可选值：'fp32'、'tf32'、'fp16'、'bf16'", texts[0]
+    assert texts[2] == "batch 必须是不小于 1 的整数，实际为 -1", texts[2]
+    assert texts[-1] == "把 批处理大小 × token 数 取为 8 的倍数", texts[-1]
+    for text in texts:
+        assert HAN.search(text) and not english_sentences(text), text
+
+
+def test_argument_errors_stay_english_without_the_switch(monkeypatch):
+    monkeypatch.delenv(i18n.LANG_ENV, raising=False)
+    assert _argument_errors() == [
+        "precision: unknown precision 'fp17'; allowed: 'fp32', 'tf32', 'fp16', 'bf16'",
+        "precision: unknown precision 'float16'; allowed: 'fp32', 'tf32', 'fp16', 'bf16' (a precision name, not a "
+        "dtype: e.g. torch.float16 is 'fp16')",
+        "batch must be an int >= 1, got -1",
+        "lr must be a finite number > 0, got 0",
+        "lr must be a finite number >= 0, got -1",
+        "precision must be one of 'fp32', 'fp16'; got 'fp17' (str)",
+        "x must be True or False, got 3",
+        "change the model: the layer before must produce 8 features (e.g. the hidden size in its config)",
+        "choose a batch size × tokens that is a multiple of 8",
+    ]
+
+
+def test_a_failed_rank_speaks_chinese_and_english_is_unchanged(monkeypatch):
+    """WorkerError, from the pool's own collect: a rank answers with an error (no process starts)."""
+    import queue
+
+    from fp16lab.labs.multi_gpu.launcher import WorkerError, Workers
+
+    def fail(lang: str) -> str:
+        monkeypatch.setenv(i18n.LANG_ENV, lang)
+        pool = Workers.__new__(Workers)
+        pool.world = type("World", (), {"world_size": 1})()
+        pool._outbox, pool._procs, pool._abort = queue.Queue(), [], lambda: None
+        pool._outbox.put((7, 0, "error", "ValueError: boom", "Traceback ..."))
+        with pytest.raises(WorkerError) as info:
+            pool._collect(7, "task 'step'", 5.0, said=tr("task {name!r}", name="step"))
+        assert info.value.task == "task 'step'" and info.value.rank == 0
+        return str(info.value)
+
+    assert fail("en") == ("rank 0 failed in task 'step': ValueError: boom; all workers were stopped.\n"
+                          "--- traceback of rank 0 ---\nTraceback ...")
+    text = fail("zh")
+    assert text.startswith("rank 0 在任务 'step'中失败：ValueError: boom；所有工作进程都已停止。"), text
+    assert not english_sentences(text.split("\n")[0], allowed="ValueError: boom"), text
