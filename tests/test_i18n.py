@@ -120,12 +120,14 @@ def test_the_stored_outputs_note_in_chinese():
     from fp16lab.course.outputs import note_text
 
     md, plain = note_text(META, copy=True, lang="zh")
-    assert md.startswith("**已存输出：来自英文版课程在 NVIDIA H200（完整模式，torch 2.11.0，2026-12-01）上的运行"
-                         "（所以输出都是英文；在中文 lab 里运行时，提示、横幅、第 00 课的“在你的显卡上”信息框和练习结论会是中文，表格和分析行仍是英文），"
-                         "不是在你的电脑上得到的**")
+    # a short bold line, then a plain sentence (no parenthesis inside a parenthesis); the doctor is named
+    assert md.startswith("**已存输出：英文版课程在 NVIDIA H200（完整模式，torch 2.11.0，2026-12-01）上的运行结果，"
+                         "不是在你的电脑上得到的。** 所以这些输出是英文；在中文 lab 里运行后，提示、横幅、环境检查（doctor）、")
+    assert md.count("**") == 2 and "环境检查（doctor）" in plain
     assert "*运行 → 运行所有单元格*" in md and "`notebooks/zh/`" in md
-    assert plain.startswith("已存输出：来自英文版课程在 NVIDIA H200（完整模式，torch 2.11.0，2026-12-01）上的运行"
-                            "（所以输出都是英文；在中文 lab 里运行时，提示、横幅、第 00 课的“在你的显卡上”信息框和练习结论会是中文，表格和分析行仍是英文）")
+    assert plain.startswith("已存输出：英文版课程在 NVIDIA H200（完整模式，torch 2.11.0，2026-12-01）上的运行结果，"
+                            "不是在你的电脑上得到的。所以这些输出是英文；")
+    assert "运行 → 运行所有单元格" in plain and "运行 > " not in md + plain, "one way to write a menu path"
     assert "full" not in md + plain and "mode" not in md + plain, "the mode in Chinese, not 'full mode'"
     reference_md, _ = note_text(META, lang="zh")
     assert "`notebooks/work/zh/`" in reference_md and "--lang zh" in reference_md

@@ -178,11 +178,11 @@ ZH: dict[str, str] = {
     "WARNING: results/{name}.json was not measured on a CUDA GPU (device_type {device_type!r}): it is a stand-in, not a reference. Re-record it on a GPU with `python -m fp16lab.course.outputs run --reference <lesson>`.":
         "警告：results/{name}.json 不是在 CUDA GPU 上测得的（device_type {device_type!r}）：它只是替代品，不是参考结果。请在 GPU 上用 `python -m fp16lab.course.outputs run --reference <lesson>` 重新记录。",
     "**Stored outputs from {where}**{detail}, **not from your computer.**":
-        "**已存输出：来自英文版课程在 {where}{detail}上的运行（所以输出都是英文；在中文 lab 里运行时，提示、横幅、第 00 课的“在你的显卡上”信息框和练习结论会是中文，表格和分析行仍是英文），不是在你的电脑上得到的**（两种语言的代码完全相同）。",
+        "**已存输出：英文版课程在 {where}{detail}上的运行结果，不是在你的电脑上得到的。** 所以这些输出是英文；在中文 lab 里运行后，提示、横幅、环境检查（doctor）、第 00 课的“在你的显卡上”信息框和练习结论会变成中文，表格和各课代码打印的分析行仍是英文（两种语言的代码完全相同）。",
     "Stored outputs: made on {where}{detail}, not on your computer.":
-        "已存输出：来自英文版课程在 {where}{detail}上的运行（所以输出都是英文；在中文 lab 里运行时，提示、横幅、第 00 课的“在你的显卡上”信息框和练习结论会是中文，表格和分析行仍是英文），不是在你的电脑上得到的（两种语言的代码完全相同）。",
+        "已存输出：英文版课程在 {where}{detail}上的运行结果，不是在你的电脑上得到的。所以这些输出是英文；在中文 lab 里运行后，提示、横幅、环境检查（doctor）、第 00 课的“在你的显卡上”信息框和练习结论会变成中文，表格和各课代码打印的分析行仍是英文（两种语言的代码完全相同）。",
     "This is your copy: run it (Run > Run All Cells) and these outputs become yours. The reference stays unchanged in notebooks/.":
-        "这是你的副本：运行它（运行 > 运行所有单元格），这些输出就成了你自己的。参考版保持不变，在 notebooks/zh/ 中。",
+        "这是你的副本：运行它（运行 → 运行所有单元格），这些输出就成了你自己的。参考版保持不变，在 notebooks/zh/ 中。",
     "This is your copy: run it (*Run → Run All Cells*) and these outputs become yours. The reference stays unchanged in `notebooks/`.":
         "这是你的副本：运行它（*运行 → 运行所有单元格*），这些输出就成了你自己的。参考版保持不变，在 `notebooks/zh/` 中。",
     "This is the read-only reference: to run it, open your copy in notebooks/work/ (`make lab` or `python -m fp16lab lab` makes it).":
