@@ -490,6 +490,7 @@ def test_the_lab_and_the_workspace_commands_speak_chinese(zh, monkeypatch, tmp_p
 
     out = run(lab, ["--lang", "zh", "--no-browser"])
     assert started and out.startswith("你的工作区：") and "新副本：" in out and "正在启动 JupyterLab，课程目录为 " in out, out
+    assert "、" in out.split("新副本：")[1].splitlines()[0] and ".ipynb, " not in out, "names joined with 、"
     out += run(lab, ["--lang", "zh", "--no-browser", "--ip", "0.0.0.0", "--token", "auto"])
     assert "其他机器可以访问：" in out and "保持原样（你的成果）：2 个文件" in out, out
     work = tmp_path / "notebooks" / "work" / "zh" / "00_first.ipynb"

@@ -58,7 +58,7 @@ class Workspace:
         lines = [tr("your workspace: {folder}", lang=lang, folder=self.folder)]
         if self.created:
             lines.append(tr("  new copies: {names}", lang=lang,
-                            names=", ".join(_rel(p, self.folder) for p in self.created)))
+                            names=tr(", ", lang=lang).join(_rel(p, self.folder) for p in self.created)))
         if self.kept:
             lines.append(tr("  kept as they are (your work): {n} file(s)", lang=lang, n=len(self.kept)))
         for p in self.behind:
