@@ -107,8 +107,26 @@ def test_a_check_that_raises_from_the_learners_code_explains_in_chinese(zh):
     def broken(x: torch.Tensor):
         return x, torch.ones(3)[None, :] * x  # a shape that does not broadcast
 
-    with pytest.raises(AssertionError, match=r"^my_rowwise 抛出了 RuntimeError（.*）：每行一个缩放因子"):
+    with pytest.raises(AssertionError, match=r"^提示：my_rowwise 抛出了 RuntimeError（.*）：每行一个缩放因子"):
         l09.check_rowwise(broken)
+
+
+def test_every_lessons_hint_starts_with_the_same_prefix_in_chinese(monkeypatch):
+    """Lessons 00-05 write "Hint: " in English, 06-10 do not: in Chinese every hint starts with 提示：, once;
+    the English stays as it is."""
+    from fp16lab.course.answers import cannot_check, l00, l10
+
+    monkeypatch.setenv(i18n.LANG_ENV, "zh")
+    with pytest.raises(AssertionError, match="^提示：choice 取 'fp32'、'fp16'、'bf16' 之一$"):
+        l10.check_wire_dtype("fp17", 1.0, params=1e6, bf16_measured=True)
+    with pytest.raises(AssertionError, match="^提示：定义一个函数 pays_off"):  # not 提示：提示：
+        l00.check_fp16_accumulation(None, ["NVIDIA H100 SXM"])
+    with pytest.raises(AssertionError) as info:
+        cannot_check("x")
+    assert not str(info.value).startswith("提示："), "a check that cannot run is no hint"
+    monkeypatch.delenv(i18n.LANG_ENV)
+    with pytest.raises(AssertionError, match="^choice is one of 'fp32', 'fp16', 'bf16'$"):
+        l10.check_wire_dtype("fp17", 1.0, params=1e6, bf16_measured=True)
 
 
 # ---- banners ------------------------------------------------------------------------------------

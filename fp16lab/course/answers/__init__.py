@@ -15,13 +15,24 @@ from __future__ import annotations
 from typing import NoReturn
 
 from fp16lab.checks import text
-from fp16lab.labs.runtime.i18n import tr
+from fp16lab.labs.runtime.i18n import language, tr
 
 __all__ = ["WrongAnswer", "verdict", "require", "cannot_check"]
 
+_HINT = "提示："  # the Chinese hints' prefix (the glossary's 提示 for hint)
+
 
 class WrongAnswer(AssertionError):
-    """A wrong or missing exercise answer; its one argument is the hint (already translated)."""
+    """A wrong or missing exercise answer; its one argument is the hint (already translated).
+
+    In Chinese every hint starts with "提示：" (lessons 00-05 write it in the hint, 06-10 do not, in English
+    either); ``hint=False`` for a message that is no hint (:func:`cannot_check`). English is left as it is.
+    """
+
+    def __init__(self, *args: object, hint: bool = True) -> None:
+        if hint and args and isinstance(args[0], str) and language() == "zh" and not args[0].startswith(_HINT):
+            args = (_HINT + args[0], *args[1:])
+        super().__init__(*args)
 
     def _render_traceback_(self) -> list[str]:
         """What IPython shows instead of a traceback: the hint, nothing of the checker's source."""
@@ -54,4 +65,4 @@ def verdict(ok: object, hint: str, *, done: str | None = None) -> None:
 def cannot_check(reason: str) -> NoReturn:
     """Fail a check that lacks what it needs (no GPU and no reference, say): it says why instead of passing."""
     text("reason", reason)
-    raise WrongAnswer(tr("this check cannot run here: {reason}", reason=reason))
+    raise WrongAnswer(tr("this check cannot run here: {reason}", reason=reason), hint=False)

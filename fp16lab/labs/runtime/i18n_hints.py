@@ -680,7 +680,7 @@ HINTS: dict[str, str] = {
     "multiply by the scale 2**16 before the cast": "转换之前先乘以缩放因子 2**16",
     "use_fsdp is True or False": "use_fsdp 是 True 或 False",
     "compare DDP's bytes per GPU with half the card: is the other half left for gradients and activations?":
-        "把 DDP 每块 GPU 占用的字节数与半块显卡比较：另一半是否还留给梯度和激活值？",
+        "把 DDP 每块 GPU 占用的字节数与显卡一半的显存比较：另一半是否还留给梯度和激活值？",
     "gib_per_gpu: section 7's measured held bytes per parameter (of the setup you chose) for 1.3 billion parameters, in GiB (2**30 bytes)":
         "gib_per_gpu：用第 7 节实测的每参数占用字节数（你所选方案的），按 13 亿参数计算，单位 GiB（2**30 字节）",
     "each entry of half_grads is the gradient of one half's mean loss": "half_grads 的每一项是其中一半数据平均损失的梯度",
