@@ -394,6 +394,8 @@ def test_the_glossary_lists_terms_not_to_use():
         "profiling, the dispatcher and a CUDA build of torch have one term each"
     assert {"增益", "原始 FP8", "原始的 FP8", "优化步", "以 CUDA 构建", "内存高效"} <= set(banned), \
         "LayerNorm's gain, the raw FP8 matmul, the optimizer step, a CUDA build and SDPA's kernel have one term each"
+    assert {"优化器更新步", "持平在", "一直持平", "CUDA core"} <= set(banned), \
+        "the optimizer step, a loss that stays flat (持平 is a tie only) and a CUDA core have one term each"
     assert all(any(b in a for b in banned) for a in allowed)  # allowed: a right term holding a banned one
     assert "笔记本电脑" in allowed and "硬件配置档" in allowed, "laptop and hardware profile keep their terms"
 
@@ -467,6 +469,9 @@ def test_the_term_check_finds_a_variant_and_lets_the_right_term_pass():
         [(1, "增益"), (2, "原始 FP8"), (3, "原始的 FP8")]
     assert banned_uses(["LayerNorm 的缩放参数 γ", "直接调用的 FP8 矩阵乘法", "查询原始设置", "原始数据", "原文"],
                        banned, allowed) == [], "原始 is banned only before FP8: the original settings keep their word"
+    assert banned_uses(["优化器更新步很慢", "损失一直持平在 ln 4 附近", "CUDA core 上的 FP32"], banned, allowed) == \
+        [(1, "优化器更新步"), (2, "持平在"), (2, "一直持平"), (3, "CUDA core")]
+    assert banned_uses(["优化器更新很慢", "损失一直停在 ln 4 附近", "判为持平", "CUDA 核心上的 FP32"], banned, allowed) == []
     assert banned_uses(["在 GPU 上就地测量", "只有在实时测量时", "现场测量", "实时进度条", "原地操作"], banned, allowed) == \
         [(1, "就地测量"), (2, "实时测量")], "live (measured here) is 现场测量; other 实时 stays"
 
@@ -508,6 +513,37 @@ def test_numbers_are_written_one_way():
     bad = [f"{f.relative_to(ROOT)}:{n}: {x!r}" for f, lines in _pages() for n, x in grouped_numbers(lines)]
     bad += [f"catalogue: {x!r} in {zh[:60]!r}" for zh in CATALOGUE.values() for _, x in grouped_numbers([zh])]
     assert not bad, "write numbers without group separators (65504, not 65 504 or 65,504):\n" + "\n".join(bad)
+
+
+# Percent: the sign follows the number with no space (95%, 0.1%), as Chinese typography writes it; code keeps its own
+# ("C % 8", the modulo) and a format field's output ({share:.0%}) has none anyway.
+SPACED_PERCENT = re.compile(r"(?<=[\d}]) +%(?! *[A-Za-z0-9_{(])")
+
+
+def spaced_percents(lines: list[str]) -> list[tuple[int, str]]:
+    """(line number, text) for each percent sign with a space before it ("95 %") outside code."""
+    found, fenced = [], False
+    for n, line in enumerate(lines, 1):
+        if line.startswith("```"):
+            fenced = not fenced
+        if fenced or line.startswith("```"):
+            continue
+        prose = re.sub(r"`[^`]*`|\$[^$]*\$|https?://\S+", " ", line)
+        found += [(n, prose[max(0, m.start() - 8):m.end()].strip()) for m in SPACED_PERCENT.finditer(prose)]
+    return found
+
+
+def test_the_percent_check_finds_a_space_and_lets_code_pass():
+    assert [n for n, _ in spaced_percents(["至少 95 %", "（0.01 表示 1 %）", "{share} %，", "12.5  %"])] == [1, 2, 3, 4]
+    assert spaced_percents(["至少 95%", "`C % 8 == 0`", "```", "x = 7 % 3", "```", "约 65%，"]) == []
+
+
+def test_percent_signs_follow_the_number():
+    from fp16lab.labs.runtime.i18n import ZH as CATALOGUE
+
+    bad = [f"{f.relative_to(ROOT)}:{n}: {x!r}" for f, lines in _pages() for n, x in spaced_percents(lines)]
+    bad += [f"catalogue: {x!r} in {zh[:60]!r}" for zh in CATALOGUE.values() for _, x in spaced_percents([zh])]
+    assert not bad, "no space before a percent sign in Chinese (95%, not 95 %):\n" + "\n".join(bad)
 
 
 def _heading(line: str, term: str) -> bool:
@@ -620,3 +656,28 @@ def test_the_chinese_start_page_has_every_section_of_the_english_one():
         "the guide's Ada row is there; the article has no title to invent"
     for z in START_PAGE_SECTIONS.values():  # bullets: the concepts, how to work, what next
         assert zh[z].count("\n- ") >= next(en[e] for e, v in START_PAGE_SECTIONS.items() if v == z).count("\n- "), z
+
+
+# Output words the lessons' code prints in English, glossed where a Chinese lesson shows them (issue 45).
+GLOSSES = {"On your card": "“On your card”（在你的显卡上）", ": a tie": "`a tie`"}
+
+
+def _stored_text(lesson: Path) -> str:
+    import nbformat
+
+    out = []
+    for cell in nbformat.read(lesson, as_version=4).cells:
+        for o in cell.get("outputs", []):
+            text = o.get("text", "") or o.get("data", {}).get("text/plain", "")
+            out.append("".join(text) if isinstance(text, list) else str(text))
+    return "\n".join(out)
+
+
+def test_english_output_words_are_glossed_where_a_lesson_prints_them():
+    bad = []
+    for tfile in TRANSLATIONS:
+        printed = _stored_text(NOTEBOOKS / f"{tfile.stem}.ipynb")
+        zh = tfile.read_text(encoding="utf-8")
+        bad += [f"{tfile.stem}: prints {word!r} but never glosses it as {gloss}" for word, gloss in GLOSSES.items()
+                if word in printed and gloss not in zh]
+    assert not bad, "\n".join(bad)

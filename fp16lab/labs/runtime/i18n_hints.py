@@ -99,7 +99,7 @@ HINTS: dict[str, str] = {
     "Hint: twice max_scale overflows nothing yet: keep doubling": "提示：max_scale 再翻一倍也还没有上溢：继续加倍",
     "Hint: lost_at_max is one number, a fraction between 0 and 1": "提示：lost_at_max 是一个数，介于 0 和 1 之间的比例",
     "Hint: lost_at_max is a fraction (0.01 means 1 %), not a percentage":
-        "提示：lost_at_max 是比例（0.01 表示 1 %），不是百分数",
+        "提示：lost_at_max 是比例（0.01 表示 1%），不是百分数",
     "Hint: divide by the non-zero gradients, not by all of them: the zeros (mostly ReLU's) were zero before the cast and cannot be lost":
         "提示：要除以非零梯度的个数，而不是全部梯度的个数：那些零（大多来自 ReLU）在转换之前就是零，谈不上丢失",
     "Hint: count all the gradients, param_grads as well as activation_grads":
@@ -124,13 +124,13 @@ HINTS: dict[str, str] = {
     "Hint: within_rule answers the other way round: True means the share is within the rule":
         "提示：within_rule 的答案正好反了：True 表示这个比例在规则之内",
     "Hint: within_rule rejects a share of exactly 0.001: the rule says at most 0.1 %, the limit included":
-        "提示：within_rule 拒绝了恰好为 0.001 的比例：规则是至多 0.1 %，包括上限本身",
+        "提示：within_rule 拒绝了恰好为 0.001 的比例：规则是至多 0.1%，包括上限本身",
     "Hint: within_rule allows a share of {share}: 0.1 % is 0.001 as a fraction, not 0.1":
-        "提示：within_rule 放过了 {share} 的比例：0.1 % 写成比例是 0.001，而不是 0.1",
+        "提示：within_rule 放过了 {share} 的比例：0.1% 写成比例是 0.001，而不是 0.1",
     "Hint: within_rule allows a share of {share}: more than the rule's 0.1 % flushed":
-        "提示：within_rule 放过了 {share} 的比例：下溢为零的比例超过了规则的 0.1 %",
+        "提示：within_rule 放过了 {share} 的比例：下溢为零的比例超过了规则的 0.1%",
     "Hint: within_rule rejects a share of {share}, which the 0.1 % rule allows":
-        "提示：within_rule 拒绝了 {share} 的比例，而 0.1 % 规则允许它",
+        "提示：within_rule 拒绝了 {share} 的比例，而 0.1% 规则允许它",
     "Hint: static_enough is not what your within_rule says for lost_at_max: store within_rule(lost_at_max), do not type it":
         "提示：static_enough 不是你的 within_rule 对 lost_at_max 给出的答案：存入 within_rule(lost_at_max) 的结果，不要手写",
     "Hint: at max_scale an activation gradient overflows fp16: count overflow on all the gradients, activation_grads as well as param_grads":
@@ -142,7 +142,7 @@ HINTS: dict[str, str] = {
     "Hint: a subnormal is stored, with fewer bits, not lost; only values that round to zero count as flushed":
         "提示：次正规数仍被存储（只是位数更少），并没有丢失；只有舍入为零的值才算下溢为零",
     "Hint: static_enough follows from lost_at_max and the 0.1 % rule: a larger scale would overflow, so what flushes at max_scale is lost at every scale":
-        "提示：static_enough 由 lost_at_max 和 0.1 % 规则决定：更大的缩放因子会上溢，所以在 max_scale 下下溢为零的值，在任何缩放因子下都会丢失",
+        "提示：static_enough 由 lost_at_max 和 0.1% 规则决定：更大的缩放因子会上溢，所以在 max_scale 下下溢为零的值，在任何缩放因子下都会丢失",
     "Hint: your decide says bf16 for gradients that one scale fits: try every S = 2.0**k for k = 0 .. 40 (k is the exponent, not the scale), applied through cast_stats' scale= (multiplying after an fp16 cast scales zeros)":
         "提示：对于一个缩放因子就能容纳的梯度，你的 decide 却选了 bf16：要试遍 k = 0 .. 40 的每个 S = 2.0**k（k 是指数，不是缩放因子），并通过 cast_stats 的 scale= 施加（转换成 fp16 之后再乘，乘的是零）",
     "Hint: your decide says fp16 for gradients that no single scale fits: one scale must satisfy both conditions at once (no overflow and few flushed)":
@@ -150,11 +150,11 @@ HINTS: dict[str, str] = {
     "Hint: your decide says fp16 for gradients that overflow fp16 at every scale: a scale must leave no value overflowing":
         "提示：对于在任何缩放因子下都会在 fp16 中上溢的梯度，你的 decide 却选了 fp16：缩放因子不能让任何值上溢",
     "Hint: your decide says bf16 where at most 0.1 % of the non-zero values flush: the rule allows that many, it does not ask for none":
-        "提示：非零值中下溢为零的不超过 0.1 %，你的 decide 却选了 bf16：规则允许这么多，并不要求一个都不丢",
+        "提示：非零值中下溢为零的不超过 0.1%，你的 decide 却选了 bf16：规则允许这么多，并不要求一个都不丢",
     "Hint: your decide says bf16 where exactly 0.1 % of the non-zero values flush: the rule says at most 0.1 %, so that share is allowed":
-        "提示：非零值中恰好 0.1 % 下溢为零，你的 decide 却选了 bf16：规则是至多 0.1 %，所以这个比例是允许的",
+        "提示：非零值中恰好 0.1% 下溢为零，你的 decide 却选了 bf16：规则是至多 0.1%，所以这个比例是允许的",
     "Hint: your decide allows too many flushed values: 0.1 % is 0.001 as a fraction":
-        "提示：你的 decide 放过了太多下溢为零的值：0.1 % 写成比例是 0.001",
+        "提示：你的 decide 放过了太多下溢为零的值：0.1% 写成比例是 0.001",
     "Hint: your decide counts the flushed values against all values: divide by the non-zero ones (the zeros were zero before the cast and cannot be lost)":
         "提示：你的 decide 用全部值作分母来计算下溢为零的比例：应除以非零值的个数（那些零在转换之前就是零，谈不上丢失）",
     "Hint: define a function decide(grads) that returns 'fp16' or 'bf16'":
@@ -386,7 +386,7 @@ HINTS: dict[str, str] = {
     "Hint: on seed {seed} the run finishes but does not learn: the threshold lets too large updates through; look at the loss of each step":
         "提示：在种子 {seed} 上，训练跑完了，但没有学到东西：阈值放过了过大的更新；看看每一步的损失",
     "Hint: on seed {seed} the threshold acts on {share:.0%} of the applied steps, more than 60 %: it caps most updates (a brake, not a safety net): compare it with the gradient norms of the steps that were not clipped":
-        "提示：在种子 {seed} 上，阈值在 {share:.0%} 的已应用步上起作用，超过了 60 %：它限制了大部分更新（成了刹车，而不是安全网）：把它和未被裁剪的那些步的梯度范数比一比",
+        "提示：在种子 {seed} 上，阈值在 {share:.0%} 的已应用步上起作用，超过了 60%：它限制了大部分更新（成了刹车，而不是安全网）：把它和未被裁剪的那些步的梯度范数比一比",
     "Hint: assign your autograd.Function class to SafeSumSquares": "提示：把你的 autograd.Function 类赋给 SafeSumSquares",
     "Hint: SafeSumSquares must be a subclass of torch.autograd.Function":
         "提示：SafeSumSquares 必须是 torch.autograd.Function 的子类",
@@ -583,7 +583,7 @@ HINTS: dict[str, str] = {
     "ex_plan[{card!r}]: that card does not run {precision} natively (chip_features)":
         "ex_plan[{card!r}]：这张卡不原生支持 {precision}（见 chip_features）",
     "ex_plan[{card!r}]: among what the card runs natively and stays within 1 %, keep the fewest weights in FP32 (measure each option's error)":
-        "ex_plan[{card!r}]：在这张卡原生支持且误差不超过 1 % 的选项中，选 FP32 权重最少的（逐个测量各选项的误差）",
+        "ex_plan[{card!r}]：在这张卡原生支持且误差不超过 1% 的选项中，选 FP32 权重最少的（逐个测量各选项的误差）",
     "ex_t4_model(ex_x.half()) failed: {exc}": "ex_t4_model(ex_x.half()) 运行失败：{exc}",
     "the service runs in EX_PRECISION ({want}), your sweep in {got}: latency and throughput depend on the precision, so sweep precisions=[EX_PRECISION]":
         "服务以 EX_PRECISION（{want}）运行，你的扫描却用了 {got}：延迟和吞吐量都取决于精度，所以请用 precisions=[EX_PRECISION] 扫描",
