@@ -59,6 +59,18 @@ def test_the_chinese_readme_shows_the_same_snippets():
         assert not english, f"python block {n} of README.zh-CN.md has English comments: {english}"
 
 
+def test_the_chinese_readme_says_what_it_is():
+    """What README.zh-CN.md says about itself holds: its code is README.md's token for token with Chinese comments
+    (the test above), and its list of what stays English names nothing fp16lab now says in Chinese (tests/test_i18n.py:
+    audit's summary and fix column, argument errors, WorkerError)."""
+    text = README_ZH.read_text(encoding="utf-8")
+    assert "只有注释译成了中文" in text and "注释因此保持英文" not in text, "its comments are Chinese"
+    still = text[text.index("目前仍保持英文的有："):]
+    still = still[:still.index("。")]
+    for said in ("`audit` 的报告", "`WorkerError`", "fp16lab 的参数错误信息"):
+        assert said not in still, f"README.zh-CN.md lists {said} as English, but it speaks Chinese now: {still}"
+
+
 def test_comments_do_not_count_as_code():
     assert code_tokens("x = f(1)  # one\n# two\ny = 2\n") == code_tokens("x = f(1)  # 一\ny = 2\n")
     assert code_tokens("x = 1\n") != code_tokens("x = 2  # 1\n")
