@@ -778,3 +778,24 @@ def test_a_failed_rank_speaks_chinese_and_english_is_unchanged(monkeypatch):
     text = fail("zh")
     assert text.startswith("rank 0 在任务 'step'中失败：ValueError: boom；所有工作进程都已停止。"), text
     assert not english_sentences(text.split("\n")[0], allowed="ValueError: boom"), text
+
+
+def test_the_audits_reason_column_speaks_chinese_and_english_is_unchanged(monkeypatch):
+    from fp16lab.align import audit
+
+    def reasons(lang: str) -> list[str]:
+        monkeypatch.setenv(i18n.LANG_ENV, lang)
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 10, 3), torch.nn.Conv2d(10, 10, 3, groups=10))
+        rep = audit(model, precision="fp16")
+        return [f.reason for f in rep.findings] + [s.reason for s in rep.skipped]
+
+    assert reasons("en") == [
+        "C of the input: K of the implicit GEMM (cuDNN Tensor Core kernels want C % 8 == 0); fp16 Tensor Cores want "
+        "multiples of 8 (an RGB/grey first layer is usual: cuDNN pads small C itself; one layer of many)",
+        "K filters: N of the implicit GEMM; fp16 Tensor Cores want multiples of 8",
+        "depthwise convolution: memory-bound, not a Tensor Core GEMM; alignment does not apply",
+    ]
+    texts = reasons("zh")
+    assert texts[1] == "K 个卷积核：隐式 GEMM 的 N；fp16 的 Tensor Core 要求 8 的倍数", texts[1]
+    for text in texts:
+        assert HAN.search(text) and not english_sentences(text), text

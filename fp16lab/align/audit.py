@@ -150,15 +150,22 @@ class AuditReport:
         return "".join(parts)
 
 
-_REASONS = {
-    "in_features": "K of y = x·Wᵀ: the leading dimension of x and W",
-    "out_features": "N of y = x·Wᵀ: the leading dimension of y (an output head or vocabulary)",
-    "num_embeddings": "the vocabulary: N of the logits matmul when tied to an output head (the lookup alone is memory-bound)",
-    "embedding_dim": "the hidden size: K of every matmul that reads these vectors",
-    "in_channels": "C of the input: K of the implicit GEMM (cuDNN Tensor Core kernels want C % {m} == 0)",
-    "out_channels": "K filters: N of the implicit GEMM",
-    "rows": "rows of x (batch × tokens): M of the forward matmul, K of the weight-gradient one (not a leading dimension: costs less than a misaligned width)",
-}
+def _reason(dim: str, m: int) -> str:
+    """Why ``dim`` matters to the Tensor Cores (the ``reason`` column, in the learner's language, via say)."""
+    if dim == "in_features":
+        return say("K of y = x·Wᵀ: the leading dimension of x and W")
+    if dim == "out_features":
+        return say("N of y = x·Wᵀ: the leading dimension of y (an output head or vocabulary)")
+    if dim == "num_embeddings":
+        return say("the vocabulary: N of the logits matmul when tied to an output head (the lookup alone is memory-bound)")
+    if dim == "embedding_dim":
+        return say("the hidden size: K of every matmul that reads these vectors")
+    if dim == "in_channels":
+        return say("C of the input: K of the implicit GEMM (cuDNN Tensor Core kernels want C % {m} == 0)", m=m)
+    if dim == "out_channels":
+        return say("K filters: N of the implicit GEMM")
+    return say("rows of x (batch × tokens): M of the forward matmul, K of the weight-gradient one (not a leading "
+               "dimension: costs less than a misaligned width)")
 def _fix(dim: str, s: int, m: int) -> str:
     """The ``fix`` column's text for a size the model must change (in the learner's language, via say)."""
     if dim == "in_features":
@@ -199,22 +206,25 @@ class _Auditor:
                 fix = say("pad_layers cannot: {why}; change the size to {s} in the model's definition", why=why,
                           s=suggested)
             extra += self._note(m, holders)
-        reason = f"{_REASONS[dim].format(m=a)}; {prec} Tensor Cores want multiples of {a}{extra}"
+        reason = say("{reason}; {precision} Tensor Cores want multiples of {m}{extra}", reason=_reason(dim, a),
+                     precision=prec, m=a, extra=extra)
         self.report.findings.append(Finding(name, type(m).__name__, dim, int(size), a, suggested, reason,
                                             paddable, pad_with, fix))
 
     def _note(self, m: nn.Module, holders: list[nn.Module]) -> str:
         others = [h for h in holders if h is not m]
-        note = f" (weight tied with {', '.join(self.sharing.label(h) for h in others)}: pad them together)" if others else ""
+        note = say(" (weight tied with {others}: pad them together)",
+                   others=say(", ").join(self.sharing.label(h) for h in others)) if others else ""
         also = self.sharing.names.get(id(m), [])[1:]
         if also:
-            note += f" (one module, also registered as {', '.join(map(repr, also))}: padding it pads every name)"
+            note += say(" (one module, also registered as {names}: padding it pads every name)",
+                        names=say(", ").join(map(repr, also)))
         return note
 
     def check(self, name: str, m: nn.Module) -> None:
         typ = type(m).__name__
         if isinstance(getattr(m, "weight", None), nn.parameter.UninitializedParameter):
-            self.report.skipped.append(Skipped(name, typ, "lazy module not initialised yet: run one forward pass first"))
+            self.report.skipped.append(Skipped(name, typ, say("lazy module not initialised yet: run one forward pass first")))
             return
         if isinstance(m, nn.Linear):
             self.add(name, m, "in_features", m.in_features)
@@ -226,11 +236,13 @@ class _Auditor:
             g = m.groups
             if g > 1 and g == m.in_channels:
                 self.report.skipped.append(Skipped(
-                    name, typ, "depthwise convolution: memory-bound, not a Tensor Core GEMM; alignment does not apply"))
+                    name, typ, say("depthwise convolution: memory-bound, not a Tensor Core GEMM; alignment does not "
+                                   "apply")))
                 return
-            per = " per group" if g > 1 else ""
+            per = say(" per group") if g > 1 else ""
             cin, cout = m.in_channels // g, m.out_channels // g
-            small = " (an RGB/grey first layer is usual: cuDNN pads small C itself; one layer of many)" if cin <= 4 else ""
+            small = say(" (an RGB/grey first layer is usual: cuDNN pads small C itself; one layer of many)") \
+                if cin <= 4 else ""
             self.add(name, m, "in_channels", cin, per + small)
             self.add(name, m, "out_channels", cout, per)
         self.report.modules_checked += 1

@@ -339,6 +339,26 @@ ZH: dict[str, str] = {
     "change the model: give this convolution {s} output channels (pad_layers pads no convolutions)":
         "修改模型：让这个卷积层输出 {s} 个通道（pad_layers 不填充卷积层）",
     "choose a batch size × tokens that is a multiple of {m}": "把 批处理大小 × token 数 取为 {m} 的倍数",
+    "K of y = x·Wᵀ: the leading dimension of x and W": "y = x·Wᵀ 中的 K：x 和 W 的主维度",
+    "N of y = x·Wᵀ: the leading dimension of y (an output head or vocabulary)":
+        "y = x·Wᵀ 中的 N：y 的主维度（输出头或词表）",
+    "the vocabulary: N of the logits matmul when tied to an output head (the lookup alone is memory-bound)":
+        "词表大小：与输出头共享权重时，是 logits 矩阵乘法的 N（单独查表是访存受限的）",
+    "the hidden size: K of every matmul that reads these vectors": "隐藏层大小：读取这些向量的每个矩阵乘法的 K",
+    "C of the input: K of the implicit GEMM (cuDNN Tensor Core kernels want C % {m} == 0)":
+        "输入的通道数 C：隐式 GEMM 的 K（cuDNN 的 Tensor Core 核函数要求 C % {m} == 0）",
+    "K filters: N of the implicit GEMM": "K 个卷积核：隐式 GEMM 的 N",
+    "rows of x (batch × tokens): M of the forward matmul, K of the weight-gradient one (not a leading dimension: costs less than a misaligned width)":
+        "x 的行数（批处理大小 × token 数）：前向矩阵乘法的 M、权重梯度矩阵乘法的 K（不是主维度：代价比未对齐的宽度小）",
+    "{reason}; {precision} Tensor Cores want multiples of {m}{extra}": "{reason}；{precision} 的 Tensor Core 要求 {m} 的倍数{extra}",
+    " (weight tied with {others}: pad them together)": "（与 {others} 共享权重：要一起填充）",
+    " (one module, also registered as {names}: padding it pads every name)": "（同一个模块，也注册为 {names}：填充它就填充了所有名称）",
+    "lazy module not initialised yet: run one forward pass first": "惰性模块尚未初始化：先运行一次前向传播",
+    "depthwise convolution: memory-bound, not a Tensor Core GEMM; alignment does not apply":
+        "深度卷积：访存受限，不是在 Tensor Core 上运行的 GEMM；对齐不适用",
+    " per group": "（每组）",
+    " (an RGB/grey first layer is usual: cuDNN pads small C itself; one layer of many)":
+        "（RGB/灰度输入的第一层通常如此：cuDNN 会自己填充很小的 C；只是众多层中的一层）",
     "pad_layers cannot: {why}; change the size to {s} in the model's definition":
         "pad_layers 无法填充：{why}；请在模型定义中把尺寸改为 {s}",
     "; pad_layers(model, {pad!r}) fixes the paddable ones": "；pad_layers(model, {pad!r}) 可以修正其中能填充的那些",
