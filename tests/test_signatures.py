@@ -70,6 +70,8 @@ SKIP_FUNCTIONS = {
     "fp16lab.labs.multi_gpu.experiments.fsdp_policies": "needs a started world (Workers)",
     "fp16lab.labs.multi_gpu.experiments.rank_table": "needs a started world (Workers)",
     "fp16lab.course.labserver.ReferenceContentsManager": "a Jupyter server extension class",
+    "fp16lab.checks.install_catalogue": "replaces the process-wide catalogue: fp16lab.labs.runtime.i18n calls it on import "
+                                        "(tests/test_i18n.py checks say() in both languages)",
     "fp16lab.train.run.History": "a pandas DataFrame subclass: its constructor is pandas' own",
     "fp16lab.train.run.Run": "fit's run, built by fit from its checked Plan (tests/test_train.py)",
     "fp16lab.train.step.amp_step": "the bare AMP step a benchmark times, unchecked by design (train_step is the "
