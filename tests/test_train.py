@@ -20,6 +20,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import fp16lab.precision
 import fp16lab.train.loop
+import fp16lab.train.run
 import fp16lab.train.step
 from fp16lab.train import (
     Checkpoint,
@@ -1233,12 +1234,15 @@ def test_schedule_steps_its_scheduler_and_checkpoint_resumes_itself(tmp_path: Pa
     assert opt.param_groups[0]["lr"] == 1.0
     cb.after_step(None, 2, result(skipped=False))  # type: ignore[arg-type]
     assert opt.param_groups[0]["lr"] == 0.5
-    seen = []
-
-    class FakeRun:
-        def resume(self, path: Path) -> None:
-            seen.append(path)
-
-    Checkpoint(tmp_path / "c.pt").before_fit(FakeRun())  # type: ignore[arg-type]
-    Checkpoint(tmp_path / "c.pt", resume=True).before_fit(FakeRun())  # type: ignore[arg-type]
-    assert seen == [tmp_path / "c.pt"]
+    # Checkpoint does the resume and the saving itself; the run only exposes what they need
+    assert not any(hasattr(fp16lab.train.run.Run, name) for name in ("resume", "save", "history_file"))
+    path = tmp_path / "c.pt"
+    m = mlp()
+    o = torch.optim.SGD(m.parameters(), lr=0.1)
+    ck = Checkpoint(path, every=2)
+    fit(m, loader(64, 8), o, precision="fp32", steps=4, callbacks=[ck])
+    m2 = mlp()
+    assert load_checkpoint(path, m2, torch.optim.SGD(m2.parameters(), lr=0.1))["step"] == 4
+    h = fit(m2, loader(64, 8), torch.optim.SGD(m2.parameters(), lr=0.1), precision="fp32", steps=6,
+            callbacks=[Checkpoint(path, resume=True)])
+    assert h["step"].tolist() == list(range(1, 7))  # rows 1-4 from the checkpoint's history, 5-6 run now
