@@ -306,7 +306,7 @@ def parsed_step(
     ``trainable``: every trainable parameter, whose gradients the step clears (default ``params``:
     fit's optimizer holds them all).
     """
-    pairs = [split_batch(b) for b in batches]
+    pairs = [(x, y) for x, y in batches]  # checked once already: by train_step, or by fit as drawn
     sizes = [_n_samples(y) for _, y in pairs]
     if 0 in sizes:
         raise ValueError(f"micro-batch {sizes.index(0) + 1} of {len(sizes)} holds no samples (targets of shape "
