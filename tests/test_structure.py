@@ -310,6 +310,31 @@ def test_the_benchmarks_options_are_one_dataclass():
     assert set(plan.recorded()) >= set(OPTION_NAMES) - {"settings", "device", "precisions"}
 
 
+def test_the_bench_command_line_is_built_from_the_options_fields():
+    import argparse
+    import inspect
+    from dataclasses import fields
+
+    from fp16lab.labs.benchmark import cli
+    from fp16lab.labs.benchmark.configs import BenchSettings
+    from fp16lab.labs.benchmark.options import BenchOptions
+
+    parser = argparse.ArgumentParser()
+    cli.add_bench_parser(parser.add_subparsers(dest="command"))
+    bench = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["bench"]
+    dests = {a.dest for a in bench._actions} - {"help"}
+    fielded = {f.metadata["flag"].dest(f.name): f.name for cls in (BenchOptions, BenchSettings) for f in fields(cls)
+               if "flag" in f.metadata}
+    # every option but settings (its own fields have flags) is on the command line, under the field's name
+    assert {f.name for f in fields(BenchOptions) if "flag" not in f.metadata} == {"settings"}
+    assert dests == set(fielded) | set(cli.CLI_FLAGS), dests ^ (set(fielded) | set(cli.CLI_FLAGS))
+    # and no flag is spelled a second time in the command line's module
+    src = inspect.getsource(cli)
+    for f in [*(f.metadata["flag"] for cls in (BenchOptions, BenchSettings) for f in fields(cls) if "flag" in f.metadata)]:
+        assert f"{f.spelling}\"" not in src and f"{f.spelling}'" not in src, f"cli.py spells {f.spelling} again"
+    assert "add_argument(\"--" not in src and "a(\"--" not in src
+
+
 # ---- issue 42: one direction between the areas (library <- labs <- course), no private wiring
 
 def _dynamic_imports(path: Path) -> list[tuple[str, int]]:
