@@ -434,3 +434,66 @@ def test_the_private_name_rule_sees_every_spelling(tmp_path: Path):
         assert _private_imports("fp16lab.labs.memory.sweep", f, known), code
     f.write_text("from fp16lab.train.step import amp_step\nimport torch\ntorch._scaled_mm\n", encoding="utf-8")
     assert _private_imports("fp16lab.labs.memory.sweep", f, known) == []
+
+
+# ---- issue 42, "done when": the walks of a model through fit and of `python -m fp16lab bench` to the timer go
+# between modules through public names only (a traced run: every call that enters another fp16lab module)
+
+
+def _walk(run) -> tuple[set[tuple[str, str, str]], set[tuple[str, str, str]]]:
+    """(every cross-module hop (caller module, callee module, callee qualname), those into a private name)."""
+    import sys
+
+    hops: set[tuple[str, str, str]] = set()
+
+    def prof(frame, event, arg):
+        if event != "call" or not frame.f_globals.get("__name__", "").startswith("fp16lab"):
+            return
+        caller = frame.f_back
+        while caller is not None and not caller.f_globals.get("__name__", "").startswith("fp16lab"):
+            caller = caller.f_back  # through torch and the standard library
+        if caller is not None and caller.f_globals["__name__"] != frame.f_globals["__name__"]:
+            hops.add((caller.f_globals["__name__"], frame.f_globals["__name__"], frame.f_code.co_qualname))
+
+    sys.setprofile(prof)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+    private = {h for h in hops if any(_private(p) for p in h[2].split(".") if p != "<locals>")}
+    return hops, private
+
+
+@pytest.mark.skipif(__import__("sys").version_info < (3, 11), reason="co_qualname needs Python 3.11")
+def test_the_walks_of_fit_and_bench_cross_modules_by_public_names(tmp_path: Path):
+    import torch
+    from torch import nn
+
+    from fp16lab.__main__ import main
+    from fp16lab.train import Checkpoint, Evaluate, Schedule, fit
+
+    def through_fit() -> None:
+        torch.manual_seed(0)
+        m = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+        x, y = torch.randn(32, 8), torch.randint(0, 3, (32,))
+        batches = [(x[i : i + 8], y[i : i + 8]) for i in range(0, 32, 8)]
+        o = torch.optim.SGD(m.parameters(), lr=0.1)
+        for steps, resume in ((2, False), (4, True)):
+            fit(m, batches, o, precision="fp16", steps=steps, accum_steps=1, clip_grad_norm=1.0, callbacks=[
+                Schedule(torch.optim.lr_scheduler.StepLR(o, 1)), Evaluate(batches[:1]),
+                Checkpoint(tmp_path / "c.pt", resume=resume)])
+
+    hops, private = _walk(through_fit)
+    assert ("fp16lab.train.step", "fp16lab.precision", "parsed_autocast") in hops  # it did reach the step
+    assert ("fp16lab.train.run", "fp16lab.train.callbacks", "Checkpoint.before_fit") in hops
+    assert not private, f"fit's walk enters private names of other modules: {sorted(private)}"
+
+    def through_bench() -> None:
+        main(["bench", "--model", "resnet18", "--configs", "fp32_default", "--repeat", "fp32_default", "--rounds",
+              "1", "--windows", "1", "--steps", "1", "--warmup", "1", "--image-size", "16", "--batch-sizes", "2",
+              "--device", "cpu", "--no-progress", "--output", str(tmp_path / "b.json")])
+
+    hops, private = _walk(through_bench)
+    assert ("fp16lab.labs.benchmark.measure", "fp16lab.timing", "time_windows") in hops  # down to the timer
+    assert any(h[1:] == ("fp16lab.train.step", "amp_step") for h in hops)  # the bench's hand step is amp_step
+    assert not private, f"the bench's walk enters private names of other modules: {sorted(private)}"

@@ -23,7 +23,7 @@ from fp16lab.precision import Precision, precision_context
 from fp16lab.train.checkpoint import rng_state, set_rng_state
 from fp16lab.train.step import Batch, LossFn, StepResult, parsed_step, split_batch
 
-__all__ = ["History", "Plan", "Run", "HISTORY_COLUMNS"]
+__all__ = ["History", "Plan", "Run", "Stream", "HISTORY_COLUMNS"]
 
 HISTORY_COLUMNS = ("step", "epoch", "loss", "accuracy", "scale", "skipped", "grad_norm", "lr", "samples",
                    "samples_per_s", "time_s")
@@ -75,7 +75,7 @@ def _loader_generators(loader: object) -> list[torch.Generator]:
     return gens
 
 
-class _Stream:
+class Stream:
     """Steps of micro-batches, epoch by epoch, with the position and RNG to replay it exactly.
 
     A step never spans two epochs: the last step of an epoch takes the micro-batches left
@@ -182,7 +182,7 @@ class Run:
     def __init__(self, plan: Plan, model: nn.Module, loader: Iterable[Batch],
                  scaler: torch.amp.GradScaler) -> None:
         self.plan, self.model, self.optimizer, self.scaler = plan, model, plan.optimizer, scaler
-        self.stream = _Stream(loader, plan.device)
+        self.stream = Stream(loader, plan.device)
         self.params = [q for q in model.parameters() if q.requires_grad]
         self.rows: list[dict[str, Any]] = []
         self.micro: list[Batch] = []  # the last step's micro-batches

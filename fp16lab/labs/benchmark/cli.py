@@ -125,7 +125,7 @@ def _options(args: argparse.Namespace, dev: torch.device) -> BenchOptions:
     return opts.but(explore=[c for c in opts.explore if c not in tried])  # a tried mode runs in the rounds instead
 
 
-def _bench_cli(args: argparse.Namespace) -> int:
+def bench_command(args: argparse.Namespace) -> int:
     from fp16lab.device import choose_device
     from fp16lab.labs.runtime.results import output_path
 
@@ -227,4 +227,4 @@ def add_bench_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]")
         if kwargs.get("action") != "store_true":
             kwargs.setdefault("default", None)
         p.add_argument(f.spelling, dest=f.dest(name) if dest is None else dest, help=f.help, **kwargs)
-    p.set_defaults(func=_bench_cli)
+    p.set_defaults(func=bench_command)
