@@ -13,6 +13,7 @@ import copy
 import math
 import os
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -139,8 +140,10 @@ def task_fsdp_skip_agreement(ctx: RankContext, *, bad_rank: int, batch: int, wid
     scale_before = float(scaler.get_scale())
     own_finite = [True]
 
-    def one_batch_then_the_inf():  # amp_step asks for the next micro-batch after the backward (and its
-        yield 0                    # reduce-scatter) and before unscale_/step: the moment to touch a shard
+    # amp_step asks for the next micro-batch after the backward (and its reduce-scatter) and before
+    # unscale_/step: the moment to touch a shard
+    def one_batch_then_the_inf() -> Iterator[int]:
+        yield 0
         shards = [p.grad.to_local() for p in model.parameters()]  # type: ignore[union-attr]
         if ctx.rank == bad_rank:
             with torch.no_grad():
