@@ -904,7 +904,7 @@ def test_a_captured_step_builds_autocast_without_its_weight_cache(monkeypatch):
     x, y = torch.randn(2, 4), torch.tensor([0, 1])
     for graph in (True, False):
         cfg = dataclasses.replace(CONFIGS["fp16"], cuda_graph=graph)
-        steps._hand_step(net, opt, cfg, x, y, CPU)()
+        steps.hand_step(net, opt, cfg, x, y, CPU)()
     assert seen == [False, None]
 
 

@@ -57,6 +57,9 @@ SKIP_NAMES = {  # by function name, in any module
     "run_parsed": "argparse plumbing: given the parsed Namespace by the CLI",
 }
 SKIP_FUNCTIONS = {
+    "fp16lab.labs.benchmark.flags.flag": "a dataclass field's metadata, written in the source of BenchOptions and "
+                                         "BenchSettings (test_structure checks the parser built from it)",
+    "fp16lab.labs.benchmark.flags.Flag": "built by flag() (as above)",
     "fp16lab.labs.amp_loop.measure_train_overhead": "times ResNet-50 training steps (tests/test_amp_loop_lab.py runs "
                                                     "it small on the CPU)",
     "fp16lab.labs.amp_loop.measure_overhead": "measure_train_overhead with cuDNN flags and an OOM row",
@@ -74,6 +77,7 @@ SKIP_FUNCTIONS = {
                                         "(tests/test_i18n.py checks say() in both languages)",
     "fp16lab.train.run.History": "a pandas DataFrame subclass: its constructor is pandas' own",
     "fp16lab.train.run.Run": "fit's run, built by fit from its checked Plan (tests/test_train.py)",
+    "fp16lab.train.run.Stream": "fit's data stream, built by Run from fit's checked loader (tests/test_train.py)",
     "fp16lab.train.step.amp_step": "the bare AMP step a benchmark times, unchecked by design (train_step is the "
                                    "checked one; tests/test_train.py checks amp_step against the oracle)",
     "fp16lab.precision.parsed_autocast": "autocast on parsed values, unchecked by design (the per-step builder; "

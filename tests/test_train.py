@@ -20,6 +20,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import fp16lab.precision
 import fp16lab.train.loop
+import fp16lab.train.run
 import fp16lab.train.step
 from fp16lab.train import (
     Checkpoint,
@@ -1233,12 +1234,149 @@ def test_schedule_steps_its_scheduler_and_checkpoint_resumes_itself(tmp_path: Pa
     assert opt.param_groups[0]["lr"] == 1.0
     cb.after_step(None, 2, result(skipped=False))  # type: ignore[arg-type]
     assert opt.param_groups[0]["lr"] == 0.5
-    seen = []
+    # Checkpoint does the resume and the saving itself; the run only exposes what they need
+    assert not any(hasattr(fp16lab.train.run.Run, name) for name in ("resume", "save", "history_file"))
+    path = tmp_path / "c.pt"
+    m = mlp()
+    o = torch.optim.SGD(m.parameters(), lr=0.1)
+    ck = Checkpoint(path, every=2)
+    fit(m, loader(64, 8), o, precision="fp32", steps=4, callbacks=[ck])
+    m2 = mlp()
+    assert load_checkpoint(path, m2, torch.optim.SGD(m2.parameters(), lr=0.1))["step"] == 4
+    h = fit(m2, loader(64, 8), torch.optim.SGD(m2.parameters(), lr=0.1), precision="fp32", steps=6,
+            callbacks=[Checkpoint(path, resume=True)])
+    assert h["step"].tolist() == list(range(1, 7))  # rows 1-4 from the checkpoint's history, 5-6 run now
 
-    class FakeRun:
-        def resume(self, path: Path) -> None:
-            seen.append(path)
 
-    Checkpoint(tmp_path / "c.pt").before_fit(FakeRun())  # type: ignore[arg-type]
-    Checkpoint(tmp_path / "c.pt", resume=True).before_fit(FakeRun())  # type: ignore[arg-type]
-    assert seen == [tmp_path / "c.pt"]
+# ---- issue 42 audit: fit is the hand-written loop bit for bit, every precision, with clipping, accumulation
+# and a scheduler; train_step and fit run amp_step; amp_step never reads the device back
+
+
+def hand_written_loop(model: nn.Module, micro_batches, opt, precision: str, *, clip: float | None, accum: int,
+                      sched, inf_on: set[int] = frozenset()):
+    """The oracle: torch.amp's documented recipe with accumulation, written out (micro-batch loss weighted by its
+    share of the step's samples), the scheduler stepped only when the scaler did not skip the step."""
+    scaler = torch.amp.GradScaler("cpu", enabled=precision == "fp16")
+    dtype = DTYPE.get(precision, torch.float32)
+    losses, n = [], 0
+    for i in range(0, len(micro_batches), accum):
+        group = micro_batches[i : i + accum]
+        total = sum(len(y) for _, y in group)
+        step_loss = 0.0
+        for x, y in group:
+            n += 1
+            with torch.autocast("cpu", dtype=dtype, enabled=precision in DTYPE):
+                loss = F.cross_entropy(model(x), y)
+                loss = loss * math.inf if n in inf_on else loss
+                loss = loss if len(group) == 1 else loss * (len(y) / total)
+            scaler.scale(loss).backward()
+            step_loss += loss.item()
+        if clip is not None:
+            scaler.unscale_(opt)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        before = scaler.get_scale()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad(set_to_none=True)
+        if sched is not None and not (scaler.is_enabled() and scaler.get_scale() < before):
+            sched.step()
+        losses.append(step_loss)
+    return losses, scaler
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("clip", [None, 0.5])
+@pytest.mark.parametrize("accum", [1, 2, 3])
+def test_fit_is_the_hand_written_loop_bit_for_bit(precision: str, clip: float | None, accum: int) -> None:
+    # 7 micro-batches of 8 and a last one of 4 (unequal sizes; with accum 3 the epoch's last step takes two), an
+    # inf loss on micro-batch 2 (a skipped fp16 step; fp32/bf16 would stop: there it is left out), a StepLR
+    inf_on = {2} if precision == "fp16" else set()
+    ds = data(60)
+    batches = [ds[i : i + 8] for i in range(0, 60, 8)]
+    a, b = mlp(), mlp()
+    oa, ob = torch.optim.Adam(a.parameters(), lr=1e-2), torch.optim.Adam(b.parameters(), lr=1e-2)
+    sa = torch.optim.lr_scheduler.StepLR(oa, step_size=1, gamma=0.7)
+    sb = torch.optim.lr_scheduler.StepLR(ob, step_size=1, gamma=0.7)
+    want, scaler = hand_written_loop(a, batches, oa, precision, clip=clip, accum=accum, sched=sa, inf_on=inf_on)
+    count = {"n": 0}
+
+    def loss_fn(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        count["n"] += 1
+        loss = F.cross_entropy(out, y)
+        return loss * math.inf if count["n"] in inf_on else loss
+
+    hist = fit(b, batches, ob, precision=precision, clip_grad_norm=clip, accum_steps=accum, loss_fn=loss_fn,
+               callbacks=[Schedule(sb)])
+    assert len(hist) == len(want) == math.ceil(len(batches) / accum)
+    for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
+        assert torch.equal(pa, pb)  # bit for bit, also in fp16 and bf16
+    assert hist["scale"].iloc[-1] == scaler.get_scale() and sa.get_last_lr() == sb.get_last_lr()
+    assert hist["skipped"].sum() == (1 if inf_on else 0)
+    finite = [(g, w) for g, w in zip(hist["loss"], want, strict=True) if math.isfinite(w)]
+    assert all(math.isclose(g, w, rel_tol=1e-6) for g, w in finite)  # fit sums in fp32 on the device
+
+
+def test_train_step_and_fit_run_amp_step_once_per_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    real = fp16lab.train.step.amp_step
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs.get("clip_grad_norm"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(fp16lab.train.step, "amp_step", counting)
+    m = mlp()
+    o = torch.optim.SGD(m.parameters(), lr=0.1)
+    train_step(m, o, make_scaler("fp16", "cpu"), [data(8)[:], data(8, seed=3)[:]], clip_grad_norm=1.0)
+    assert calls == [1.0]
+    fit(m, loader(64, 8), o, precision="fp32", steps=3, callbacks=[])
+    assert calls == [1.0, None, None, None]
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+@pytest.mark.parametrize("clip,grad_norm", [(None, False), (0.5, False), (None, True)])
+def test_amp_step_never_reads_a_tensor_back(monkeypatch: pytest.MonkeyPatch, precision: str, clip, grad_norm) -> None:
+    # With a fused optimizer GradScaler needs no host read (torch's own .item() is in the unfused path): then
+    # amp_step, clipping and measuring included, reads nothing back. On a GPU a read is a host sync.
+    m = mlp()
+    opt = torch.optim.Adam(m.parameters(), lr=1e-2, fused=True)
+    scaler = make_scaler(precision, "cpu")
+    x, y = data(8)[:]
+
+    def loss_of(xy):
+        return F.cross_entropy(m(xy[0]), xy[1])
+
+    amp_step(loss_of, [(x, y)], opt, scaler, precision=precision, device="cpu")  # first step: lazy state
+
+    def refuse(self, *a, **k):
+        raise AssertionError("amp_step read a tensor back to the host")
+
+    for name in ("item", "tolist", "__bool__", "__float__", "__int__", "numpy"):
+        monkeypatch.setattr(torch.Tensor, name, refuse)
+    norm = amp_step(loss_of, [(x, y), (x, y)], opt, scaler, precision=precision, device="cpu", clip_grad_norm=clip,
+                    grad_norm=grad_norm)
+    monkeypatch.undo()
+    assert (norm is None) == (clip is None and not grad_norm) and all(q.grad is None for q in m.parameters())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_cuda_amp_step_is_sync_free(precision: str) -> None:
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4)).cuda()
+    opt = torch.optim.Adam(m.parameters(), lr=1e-2, fused=True)
+    scaler = make_scaler(precision, "cuda")
+    x, y = torch.randn(16, 32, device="cuda"), torch.randint(0, 4, (16,), device="cuda")
+
+    def loss_of(xy):
+        return F.cross_entropy(m(xy[0]), xy[1])
+
+    amp_step(loss_of, [(x, y)], opt, scaler, precision=precision, device="cuda")  # the scaler's lazy state
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for clip, grad_norm in ((None, False), (1.0, False), (None, True)):
+            amp_step(loss_of, [(x, y), (x, y)], opt, scaler, precision=precision, device="cuda",
+                     clip_grad_norm=clip, grad_norm=grad_norm)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")

@@ -16,6 +16,7 @@ import math
 import numbers
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,14 @@ from torch import nn
 
 from fp16lab.checks import boolean, function, positive_float, positive_int, say, sequence_of
 from fp16lab.precision import Precision
-from fp16lab.train.checkpoint import HistoryFile, check_writable_folder
+from fp16lab.train.checkpoint import (
+    HistoryFile,
+    apply_checkpoint,
+    check_checkpoint_fits,
+    check_writable_folder,
+    read_checkpoint,
+    save_checkpoint,
+)
 from fp16lab.train.run import HISTORY_COLUMNS, Plan, Run
 from fp16lab.train.step import Batch, StepResult, check_loader, check_scheduler, evaluate_parsed, split_batch
 
@@ -158,6 +166,47 @@ class Schedule(Callback):
 # ------------------------------------------------------------------------ checkpoints
 
 
+@dataclass(frozen=True)
+class _Resume:
+    payload: dict[str, Any]
+    rows: list[dict[str, Any]]
+    mark: Mapping[str, Any]
+
+
+def _run_settings(plan: Plan) -> dict[str, Any]:
+    """What a resumed run must share with the run that wrote the checkpoint."""
+    return {"precision": plan.precision.value, "accum_steps": plan.accum_steps, **plan.loader_facts}
+
+
+def _read_resume(plan: Plan, path: Path, model: nn.Module) -> _Resume:
+    """Read and check the checkpoint completely; raise before anything is changed."""
+    if not path.exists():
+        raise FileNotFoundError(
+            f"Checkpoint(resume=True), but there is no checkpoint at path={str(path)!r}. To start a new run pass "
+            "resume=False; to resume only when the file exists, pass resume=Path(path).exists()"
+        )
+    payload = read_checkpoint(path, map_location=plan.device, weights_only=True)
+    fit_extra = payload["extra"].get("fit")
+    if not isinstance(fit_extra, Mapping):
+        raise ValueError(f"{str(path)!r} was not written by fit (no run settings in it), so fit cannot resume it; "
+                         "load it with load_checkpoint and start fit with resume=False")
+    saved, now = fit_extra.get("settings", {}), _run_settings(plan)
+    diff = [f"{k}: checkpoint {saved.get(k)!r}, now {v!r}" for k, v in now.items()
+            if v is not None and saved.get(k) is not None and saved.get(k) != v]
+    if diff:
+        raise ValueError(f"cannot resume {str(path)!r} exactly: this run differs from the one that wrote it "
+                         f"({'; '.join(diff)}). Resume with the same settings and data, or start a new run")
+    check_checkpoint_fits(payload, path, model, plan.optimizer, scheduler=plan.scheduler,
+                          scaler_enabled=plan.precision.uses_scaler)
+    step = int(payload["step"])
+    if step > plan.steps:
+        raise ValueError(f"the checkpoint {str(path)!r} is at step {step}, past the steps={plan.steps} asked for; "
+                         f"ask for steps >= {step} to continue it")
+    rows = HistoryFile(path).read(fit_extra["history"], step)
+    return _Resume(payload=payload, rows=rows, mark=fit_extra["history"])
+
+
+
 class Checkpoint(Callback):
     """Save model, optimizer, scheduler, **scaler**, step and data position to ``path`` every ``every`` steps and at the end.
 
@@ -177,14 +226,34 @@ class Checkpoint(Callback):
                              f"{str(self.path)!r}) is a folder; move it or choose another checkpoint name")
         self.every = _every(every)
         self.resume = boolean("resume", resume)
+        self._history: HistoryFile | None = None  # the sidecar, per fit run
 
     def before_fit(self, run: Run) -> None:
-        if self.resume:  # read and checked completely before anything changes
-            run.resume(self.path)
+        """Resume (``resume=True``): the checkpoint is read and checked completely first, so a refused resume
+        changes nothing; then model, optimizer, scheduler, scaler, history and data position continue it."""
+        self._history = None
+        if not self.resume:
+            return
+        resumed = _read_resume(run.plan, self.path, run.model)
+        apply_checkpoint(resumed.payload, run.model, run.optimizer, scaler=run.scaler, scheduler=run.plan.scheduler,
+                         restore_rng=False)  # the stream restores the RNG at the data position below
+        run.start_step = int(resumed.payload["step"])
+        run.rows = resumed.rows
+        run.stream.seek(resumed.payload["extra"]["fit"]["stream"])
+        self._history = HistoryFile(self.path)
+        self._history.continue_from(resumed.mark)
 
     def after_step(self, run: Run, step: int, result: StepResult) -> None:
-        if _due(step, run.plan.steps, self.every):
-            run.save(self.path, step)
+        """Save when due: the history rows since the last save to the sidecar, then the checkpoint (atomically)."""
+        if not _due(step, run.plan.steps, self.every):
+            return
+        if self._history is None:
+            self._history = HistoryFile(self.path)
+        mark = self._history.save(run.rows)
+        extra = {"fit": {"settings": _run_settings(run.plan), "stream": run.stream.position(),
+                         "history": mark.as_dict()}}
+        save_checkpoint(self.path, run.model, run.optimizer, scaler=run.scaler, scheduler=run.plan.scheduler,
+                        step=step, extra=extra)
 
 
 # ------------------------------------------------------------------------ the divergence guard

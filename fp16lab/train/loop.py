@@ -21,17 +21,7 @@ from torch import nn
 from fp16lab.checks import positive_float, positive_int
 from fp16lab.device import model_device
 from fp16lab.precision import Precision, check_precision_supported
-from fp16lab.train.callbacks import (
-    NONFINITE_LOSS_STREAK,
-    Callback,
-    Checkpoint,
-    DivergenceGuard,
-    Evaluate,
-    ProgressBar,
-    Schedule,
-    TrainingDiverged,
-    fit_callbacks,
-)
+from fp16lab.train.callbacks import Callback, fit_callbacks
 from fp16lab.train.run import History, Plan, Run
 from fp16lab.train.step import (
     Batch,
@@ -43,8 +33,7 @@ from fp16lab.train.step import (
     make_scaler,
 )
 
-__all__ = ["History", "TrainingDiverged", "fit", "NONFINITE_LOSS_STREAK", "Callback", "Evaluate", "Checkpoint",
-           "Schedule", "DivergenceGuard", "ProgressBar"]
+__all__ = ["History", "fit"]
 
 
 # ---------------------------------------------------------------- fit: the plan (all checks)

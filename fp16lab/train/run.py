@@ -2,8 +2,8 @@
 data stream that replays exactly on a resume, and the :class:`History` it returns.
 
 The loop fires events; the callbacks (:mod:`fp16lab.train.callbacks`) own what happens at them: a
-``Schedule`` registers its scheduler in the plan and steps it, a ``Checkpoint`` saves and resumes
-through :meth:`Run.save` and :meth:`Run.resume`.
+``Schedule`` registers its scheduler in the plan and steps it, a ``Checkpoint`` saves and resumes (the
+run exposes what it needs: ``rows``, ``start_step`` and the data stream's ``position()`` / ``seek()``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import math
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -21,18 +20,10 @@ import torch
 from torch import nn
 
 from fp16lab.precision import Precision, precision_context
-from fp16lab.train.checkpoint import (
-    HistoryFile,
-    apply_checkpoint,
-    check_checkpoint_fits,
-    read_checkpoint,
-    rng_state,
-    save_checkpoint,
-    set_rng_state,
-)
+from fp16lab.train.checkpoint import rng_state, set_rng_state
 from fp16lab.train.step import Batch, LossFn, StepResult, parsed_step, split_batch
 
-__all__ = ["History", "Plan", "Run", "HISTORY_COLUMNS"]
+__all__ = ["History", "Plan", "Run", "Stream", "HISTORY_COLUMNS"]
 
 HISTORY_COLUMNS = ("step", "epoch", "loss", "accuracy", "scale", "skipped", "grad_norm", "lr", "samples",
                    "samples_per_s", "time_s")
@@ -84,7 +75,7 @@ def _loader_generators(loader: object) -> list[torch.Generator]:
     return gens
 
 
-class _Stream:
+class Stream:
     """Steps of micro-batches, epoch by epoch, with the position and RNG to replay it exactly.
 
     A step never spans two epochs: the last step of an epoch takes the micro-batches left
@@ -180,78 +171,25 @@ class Plan:
     loader_facts: dict[str, int | None] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class _Resume:
-    payload: dict[str, Any]
-    rows: list[dict[str, Any]]
-    mark: Mapping[str, Any]
-
-
-def _run_settings(plan: Plan) -> dict[str, Any]:
-    """What a resumed run must share with the run that wrote the checkpoint."""
-    return {"precision": plan.precision.value, "accum_steps": plan.accum_steps, **plan.loader_facts}
-
-
-def _read_resume(plan: Plan, path: Path, model: nn.Module) -> _Resume:
-    """Read and check the checkpoint completely; raise before anything is changed."""
-    if not path.exists():
-        raise FileNotFoundError(
-            f"Checkpoint(resume=True), but there is no checkpoint at path={str(path)!r}. To start a new run pass "
-            "resume=False; to resume only when the file exists, pass resume=Path(path).exists()"
-        )
-    payload = read_checkpoint(path, map_location=plan.device, weights_only=True)
-    fit_extra = payload["extra"].get("fit")
-    if not isinstance(fit_extra, Mapping):
-        raise ValueError(f"{str(path)!r} was not written by fit (no run settings in it), so fit cannot resume it; "
-                         "load it with load_checkpoint and start fit with resume=False")
-    saved, now = fit_extra.get("settings", {}), _run_settings(plan)
-    diff = [f"{k}: checkpoint {saved.get(k)!r}, now {v!r}" for k, v in now.items()
-            if v is not None and saved.get(k) is not None and saved.get(k) != v]
-    if diff:
-        raise ValueError(f"cannot resume {str(path)!r} exactly: this run differs from the one that wrote it "
-                         f"({'; '.join(diff)}). Resume with the same settings and data, or start a new run")
-    check_checkpoint_fits(payload, path, model, plan.optimizer, scheduler=plan.scheduler,
-                          scaler_enabled=plan.precision.uses_scaler)
-    step = int(payload["step"])
-    if step > plan.steps:
-        raise ValueError(f"the checkpoint {str(path)!r} is at step {step}, past the steps={plan.steps} asked for; "
-                         f"ask for steps >= {step} to continue it")
-    rows = HistoryFile(path).read(fit_extra["history"], step)
-    return _Resume(payload=payload, rows=rows, mark=fit_extra["history"])
-
-
 # ---------------------------------------------------------------- the run
 
 
 class Run:
     """One fit run: the objects, the plan, the rows so far and the timing (what callbacks see and call:
-    ``model``, ``optimizer``, ``scaler``, ``plan``, ``rows``, ``micro``, ``start_step``, ``history()``,
-    ``save(path, step)`` and ``resume(path)``)."""
+    ``model``, ``optimizer``, ``scaler``, ``plan``, ``rows``, ``micro``, ``start_step``, ``stream`` and
+    ``history()``)."""
 
     def __init__(self, plan: Plan, model: nn.Module, loader: Iterable[Batch],
                  scaler: torch.amp.GradScaler) -> None:
         self.plan, self.model, self.optimizer, self.scaler = plan, model, plan.optimizer, scaler
-        self.stream = _Stream(loader, plan.device)
+        self.stream = Stream(loader, plan.device)
         self.params = [q for q in model.parameters() if q.requires_grad]
         self.rows: list[dict[str, Any]] = []
         self.micro: list[Batch] = []  # the last step's micro-batches
         self.start_step = 0
         self.t_prev = self.elapsed = 0.0  # set when the run starts
-        self.history_file: HistoryFile | None = None
         self.attrs = dict(precision=plan.precision.value, device=str(plan.device), accum_steps=plan.accum_steps,
                           clip_grad_norm=plan.clip)
-
-    def resume(self, path: Path) -> None:
-        """Continue the run from the checkpoint at ``path`` exactly; it is read and checked completely first,
-        so a refused resume changes nothing."""
-        resumed = _read_resume(self.plan, path, self.model)
-        apply_checkpoint(resumed.payload, self.model, self.optimizer, scaler=self.scaler,
-                         scheduler=self.plan.scheduler, restore_rng=False)
-        self.start_step = int(resumed.payload["step"])
-        self.rows = resumed.rows
-        self.stream.seek(resumed.payload["extra"]["fit"]["stream"])
-        self.history_file = HistoryFile(path)
-        self.history_file.continue_from(resumed.mark)
 
     def history(self) -> History:
         return History.from_rows(self.rows, **self.attrs)
@@ -272,16 +210,6 @@ class Run:
             "samples": r.samples, "samples_per_s": r.samples / dt if dt > 0 else math.nan, "time_s": self.elapsed,
         })
         return r
-
-    def save(self, path: Path, step: int) -> None:
-        """History rows since the last save to the sidecar, then the checkpoint (atomically)."""
-        if self.history_file is None:
-            self.history_file = HistoryFile(path)
-        mark = self.history_file.save(self.rows)
-        extra = {"fit": {"settings": _run_settings(self.plan),
-                         "stream": self.stream.position(), "history": mark.as_dict()}}
-        save_checkpoint(path, self.model, self.optimizer, scaler=self.scaler, scheduler=self.plan.scheduler,
-                        step=step, extra=extra)
 
     def train(self) -> History:
         """Fire the callbacks' events around the steps (a Checkpoint resumes in its ``before_fit``)."""

@@ -236,6 +236,17 @@ def _check_loss(loss: object) -> torch.Tensor:
     return loss
 
 
+def _reached(optimizer: torch.optim.Optimizer,
+             params: Sequence[torch.nn.Parameter] | None) -> Sequence[torch.nn.Parameter]:
+    """``params`` (default: the optimizer's), refused when the backward gave none of them a gradient."""
+    params = params if params is not None else [q for g in optimizer.param_groups for q in g["params"]]
+    if not any(q.grad is not None for q in params):
+        optimizer.zero_grad(set_to_none=True)
+        raise ValueError("none of the optimizer's parameters got a gradient from this loss: build the optimizer "
+                         "from model.parameters() of this model, after any change to the model")
+    return params
+
+
 def amp_step(
     loss_of: Callable[[Any], torch.Tensor],
     micro: Iterable[Any],
@@ -264,11 +275,7 @@ def amp_step(
         with parsed_autocast(p, dev, cache_enabled):
             loss = loss_of(batch)
         scaler.scale(loss).backward()
-    params = params if params is not None else [q for g in optimizer.param_groups for q in g["params"]]
-    if not any(q.grad is not None for q in params):
-        optimizer.zero_grad(set_to_none=True)
-        raise ValueError("none of the optimizer's parameters got a gradient from this loss: build the optimizer "
-                         "from model.parameters() of this model, after any change to the model")
+    params = _reached(optimizer, params)  # what is clipped and measured; a loss that reached none is refused
     norm = None
     if clip_grad_norm is not None or grad_norm:
         scaler.unscale_(optimizer)  # the true gradients, before clipping or measuring them
@@ -306,7 +313,7 @@ def parsed_step(
     ``trainable``: every trainable parameter, whose gradients the step clears (default ``params``:
     fit's optimizer holds them all).
     """
-    pairs = [split_batch(b) for b in batches]
+    pairs = [(x, y) for x, y in batches]  # checked once already: by train_step, or by fit as drawn
     sizes = [_n_samples(y) for _, y in pairs]
     if 0 in sizes:
         raise ValueError(f"micro-batch {sizes.index(0) + 1} of {len(sizes)} holds no samples (targets of shape "

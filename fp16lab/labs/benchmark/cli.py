@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +24,13 @@ from fp16lab.labs.benchmark.configs import (
     BenchSettings,
     default_settings,
 )
-from fp16lab.labs.benchmark.options import OPTION_NAMES, BenchOptions
+from fp16lab.labs.benchmark.flags import Flag, flag
+from fp16lab.labs.benchmark.options import COMPILE_MODE_TIMEOUT_S, OPTION_NAMES, BenchOptions
 from fp16lab.labs.benchmark.report import BenchResult, plot_results, profile_table, readme_section
 from fp16lab.labs.benchmark.run import run_benchmark
 from fp16lab.labs.runtime.quick import is_quick, pick
 
-__all__ = ["add_bench_parser", "REFERENCE", "COMPILE_MODE_TIMEOUT_S"]
-
-COMPILE_MODE_TIMEOUT_S = 300.0
-"""The default time box (seconds) for building and compiling each mode of ``--compile-modes``."""
+__all__ = ["add_bench_parser", "REFERENCE", "COMPILE_MODE_TIMEOUT_S", "CLI_FLAGS"]
 
 REFERENCE = BenchOptions(
     model="resnet50", configs=tuple(COMPARISON), batch_sizes=(256,), repeat=tuple(REPEATED), rounds=5,
@@ -66,11 +65,40 @@ def _given(value: Any, default: Any) -> Any:
 
 
 def _settings(args: argparse.Namespace, base: BenchSettings) -> BenchSettings:
-    return BenchSettings(
-        image_size=_given(args.image_size, base.image_size), warmup=_given(args.warmup, base.warmup),
-        steps=_given(args.steps, base.steps), windows=_given(args.windows, base.windows),
-        cudnn_benchmark=not args.no_cudnn_benchmark, cpu_threads=_given(args.cpu_threads, base.cpu_threads),
-    )
+    """``base`` with each settings flag given (a ``--no-...`` switch sets the opposite of its field)."""
+    given: dict[str, Any] = {}
+    for f in fields(BenchSettings):
+        spec: Flag | None = f.metadata.get("flag")
+        if spec is not None:
+            value = getattr(args, spec.dest(f.name))
+            if spec.negates:
+                given[f.name] = not value
+            elif value is not None:
+                given[f.name] = value
+    return replace(base, **given)
+
+
+# the command line's own flags: where the run goes and how it reports, not what it measures (BenchOptions)
+CLI_FLAGS = {
+    "explore_default": flag("--explore", 90, f"also run the compiled-recipe exploration: {', '.join(EXPLORE)}",
+                            action="store_true")["flag"],
+    "reference": flag("--reference", 110, "the committed reference run (see fp16lab.labs.benchmark.cli.REFERENCE); "
+                      "writes results/bench_<model>_<gpu>.json, .csv and .png unless --output",
+                      action="store_true")["flag"],
+    "output": flag("--output", 130, "results JSON (default results/local/bench_<model>.json; a CSV beside it)")["flag"],
+    "no_progress": flag("--no-progress", 260, "no progress bar", action="store_true")["flag"],
+    "readme_from": flag("--readme-from", 270, "print the README section for this results file and write its PNG; "
+                        "no benchmark")["flag"],
+    "png": flag("--png", 280, "with --readme-from: plot path (default: results path with .png)")["flag"],
+}
+
+
+def _flags() -> list[tuple[str | None, str, Flag]]:
+    """(argparse dest, or None for the field's own; the name; its Flag): every option's and setting's field that
+    carries one, and the command line's own flags."""
+    fielded = [(None, f.name, f.metadata["flag"]) for cls in (BenchOptions, BenchSettings) for f in fields(cls)
+               if "flag" in f.metadata]
+    return [*fielded, *((dest, dest, f) for dest, f in CLI_FLAGS.items())]
 
 
 def _defaults(args: argparse.Namespace, dev: torch.device) -> BenchOptions:
@@ -97,7 +125,7 @@ def _options(args: argparse.Namespace, dev: torch.device) -> BenchOptions:
     return opts.but(explore=[c for c in opts.explore if c not in tried])  # a tried mode runs in the rounds instead
 
 
-def _bench_cli(args: argparse.Namespace) -> int:
+def bench_command(args: argparse.Namespace) -> int:
     from fp16lab.device import choose_device
     from fp16lab.labs.runtime.results import output_path
 
@@ -194,38 +222,9 @@ def add_bench_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]")
             f"compiled-recipe exploration (about 9 minutes on an H200). Configurations: {', '.join(CONFIGS)}."
         ),
     )
-    a = p.add_argument
-    a("--model", default=None, help="torchvision model (default resnet50; quick: resnet18)")
-    a("--batch-sizes", type=int, nargs="+", default=None, help="comparison batch sizes (default 256; quick: 8)")
-    a("--configs", nargs="+", default=None, help="comparison configurations (default: all on CUDA)")
-    a("--repeat", nargs="*", default=None, help=f"configurations timed in interleaved rounds (default those of: {', '.join(REPEATED)})")
-    a("--rounds", type=int, default=None, help="interleaved rounds (default 5; quick and smoke: 3)")
-    a("--precisions", nargs="+", default=None, help="keep only configurations of these precisions (fp32, tf32, fp16, bf16)")
-    a("--sweep", type=int, nargs="*", default=None, dest="sweep_batch_sizes", help="batch sizes of the sweep (default 64 128 512; quick: none; empty: none)")
-    a("--sweep-configs", nargs="+", default=None, help=f"configurations of the sweep (default fp32_default {RECOMMENDED})")
-    a("--explore", action="store_true", dest="explore_default", help=f"also run the compiled-recipe exploration: {', '.join(EXPLORE)}")
-    a("--explore-configs", nargs="*", default=None, dest="explore", help="exploration configurations (implies --explore)")
-    a("--reference", action="store_true", help="the committed reference run (see fp16lab.labs.benchmark.cli.REFERENCE); "
-      "writes results/bench_<model>_<gpu>.json, .csv and .png unless --output")
-    a("--profile", nargs="*", default=None, help="repeated configurations to profile after the rounds (CUDA): "
-      "kernel time by kind and GPU idle, stored in the metadata")
-    a("--output", default=None, help="results JSON (default results/local/bench_<model>.json; a CSV beside it)")
-    a("--windows", type=int, default=None, help="timed windows per measurement and round (default 3; quick: 2)")
-    a("--steps", type=int, default=None, help="steps per timed window (default 10; quick: 1)")
-    a("--warmup", type=int, default=None, help="untimed warm-up steps (default 5; quick: 1)")
-    a("--image-size", type=int, default=None, help="square image side (default 224; quick: 32)")
-    a("--cpu-threads", type=int, default=None, help="torch threads for CPU runs (default: quick 1, full unchanged)")
-    a("--task", choices=["train", "infer"], default="train", help="train (default) or infer")
-    a("--device", default=None, help="device (default: cuda > mps > cpu)")
-    a("--time-budget", type=float, default=None, dest="time_budget_s", help="seconds after which nothing new starts (default none; --reference 480)")
-    a("--compile-timeout", type=float, default=None, dest="compile_timeout_s", help="time box in seconds for building and compiling one configuration")
-    a("--compile-modes", nargs="*", default=None, choices=list(COMPILE_MODES), metavar="MODE",
-      help="also time the compiled recipe in these torch.compile modes, interleaved with it (no MODE: "
-      f"{' and '.join(COMPILE_MODES)}); reported beside it: ratio, spread, first-step (compile) seconds. Off by default")
-    a("--compile-mode-timeout", type=float, default=None, dest="compile_mode_timeout_s",
-      help=f"time box in seconds for each --compile-modes compile (default {COMPILE_MODE_TIMEOUT_S:g})")
-    a("--no-cudnn-benchmark", action="store_true", help="leave cudnn.benchmark off (default on)")
-    a("--no-progress", action="store_true", help="no progress bar")
-    a("--readme-from", default=None, help="print the README section for this results file and write its PNG; no benchmark")
-    a("--png", default=None, help="with --readme-from: plot path (default: results path with .png)")
-    p.set_defaults(func=_bench_cli)
+    for dest, name, f in sorted(_flags(), key=lambda t: t[2].order):
+        kwargs = dict(f.kwargs)
+        if kwargs.get("action") != "store_true":
+            kwargs.setdefault("default", None)
+        p.add_argument(f.spelling, dest=f.dest(name) if dest is None else dest, help=f.help, **kwargs)
+    p.set_defaults(func=bench_command)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from fp16lab.checks import (
     text,
 )
 from fp16lab.device import parse_device, resolve_device
+from fp16lab.labs.benchmark.flags import flag
 from fp16lab.labs.runtime.quick import pick
 from fp16lab.precision import Precision, parse_precision
 
@@ -252,14 +253,18 @@ class BenchSettings:
     In interleaved rounds every round times ``windows`` windows of every configuration.
     """
 
-    image_size: int = 224
-    warmup: int = 5
-    steps: int = 10
-    windows: int = 3
+    image_size: int = field(default=224, metadata=flag(
+        "--image-size", 170, "square image side (default 224; quick: 32)", type=int))
+    warmup: int = field(default=5, metadata=flag("--warmup", 160, "untimed warm-up steps (default 5; quick: 1)", type=int))
+    steps: int = field(default=10, metadata=flag("--steps", 150, "steps per timed window (default 10; quick: 1)", type=int))
+    windows: int = field(default=3, metadata=flag(
+        "--windows", 140, "timed windows per measurement and round (default 3; quick: 2)", type=int))
     num_classes: int = 1000
-    cudnn_benchmark: bool = True
+    cudnn_benchmark: bool = field(default=True, metadata=flag(
+        "--no-cudnn-benchmark", 250, "leave cudnn.benchmark off (default on)", negates=True, action="store_true"))
     seed: int = 0
-    cpu_threads: int | None = None
+    cpu_threads: int | None = field(default=None, metadata=flag(
+        "--cpu-threads", 180, "torch threads for CPU runs (default: quick 1, full unchanged)", type=int))
 
     def __post_init__(self) -> None:
         for key in ("image_size", "steps", "windows", "num_classes"):

@@ -243,7 +243,7 @@ def _clean(value: Any) -> Any:
     return value
 
 
-class _Runner:
+class BenchRunner:
     """Carries out a :class:`Plan`, adding rows (and saving them) as they come."""
 
     def __init__(self, plan: Plan, meta: dict[str, Any], out: Any, opener: Opener, progress: bool) -> None:
@@ -312,7 +312,7 @@ class _Runner:
             skipped = self.cannot_start(sess)
             if skipped is not None:
                 self.add(skipped, "comparison")
-            elif attempt(sess, functools.partial(self._open, sess), reset=False):
+            elif attempt(sess, functools.partial(self.open_session, sess), reset=False):
                 open_.append(sess)
             else:
                 self.add(sess.row, "comparison")
@@ -325,7 +325,7 @@ class _Runner:
                 break
             for sess in list(open_):
                 self.bar.set_postfix_str(f"round {r + 1}: {sess.cfg.name}")
-                if self._round(sess, r, times[id(sess)]):
+                if self.time_round(sess, r, times[id(sess)]):
                     continue
                 open_.remove(sess)
                 self.add(sess.row, "comparison")
@@ -349,11 +349,11 @@ class _Runner:
         except Exception as e:  # a profile is extra: its failure is recorded, the run goes on
             store[sess.cfg.name] = [{"kind": "error", "error": describe_error(e)}]
 
-    def _open(self, sess: Session) -> None:
+    def open_session(self, sess: Session) -> None:
         with time_box(self.timeout(sess.cfg) if sess.cfg.compile else None, sess.cfg.name):
             sess.open()
 
-    def _round(self, sess: Session, r: int, times: list[list[float]]) -> bool:
+    def time_round(self, sess: Session, r: int, times: list[list[float]]) -> bool:
         secs: list[float] = []
 
         def one() -> None:
@@ -435,7 +435,7 @@ def run_benchmark(
     if opener is not None and not callable(opener):
         raise ValueError(f"opener must be a callable returning a Session, got {opener!r}")
     out = validate_output(output) if output is not None else None  # last: it creates the folder
-    result = _Runner(plan, _metadata(plan, metadata), out, opener or Session, progress).run()
+    result = BenchRunner(plan, _metadata(plan, metadata), out, opener or Session, progress).run()
     if out is not None:
         result.path = out
     return result

@@ -145,14 +145,14 @@ def build_runner(
         criterion = nn.CrossEntropyLoss()
         return (lambda n: article_loop(fwd, optimizer, scaler, criterion, _Repeat(x, y, n))), net  # type: ignore[arg-type]
     if cfg.loop == "train_step":
-        return _train_step_runner(net, fwd, optimizer, cfg, x, y, dev), net
-    step = _hand_step(fwd, optimizer, cfg, x, y, dev)
+        return train_step_runner(net, fwd, optimizer, cfg, x, y, dev), net
+    step = hand_step(fwd, optimizer, cfg, x, y, dev)
     if not cfg.cuda_graph:
-        return _repeat(step), net
-    return _graph_runner(step, dev), net
+        return repeat_step(step), net
+    return graph_runner(step, dev), net
 
 
-def _repeat(step: Callable[[], None]) -> Runner:
+def repeat_step(step: Callable[[], None]) -> Runner:
     def run(n: int) -> None:
         for _ in range(n):
             step()
@@ -160,7 +160,7 @@ def _repeat(step: Callable[[], None]) -> Runner:
     return run
 
 
-def _hand_step(
+def hand_step(
     model: Callable[..., torch.Tensor],
     optimizer: torch.optim.Optimizer,
     cfg: BenchConfig,
@@ -192,7 +192,7 @@ def _hand_step(
     return step
 
 
-def _train_step_runner(
+def train_step_runner(
     net: nn.Module,
     model: Callable[..., torch.Tensor],
     optimizer: torch.optim.Optimizer,
@@ -212,7 +212,7 @@ def _train_step_runner(
     return run
 
 
-def _graph_runner(step: Callable[[], None], dev: torch.device) -> Runner:
+def graph_runner(step: Callable[[], None], dev: torch.device) -> Runner:
     replay: list[Callable[[], None]] = []
 
     def run(n: int) -> None:

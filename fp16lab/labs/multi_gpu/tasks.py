@@ -13,6 +13,7 @@ import copy
 import math
 import os
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -136,17 +137,25 @@ def task_fsdp_skip_agreement(ctx: RankContext, *, bad_rank: int, batch: int, wid
     opt, scaler = sgd(model.parameters(), lr), make_scaler("fp16", ctx.device)
     before = _full(model)
     x, y = global_batch(0, ctx.world_size * batch, width, seed, ctx.device)
-    loss = F.cross_entropy(model(shard(x, ctx, batch)).float(), shard(y, ctx, batch))
-    scaler.scale(loss).backward()
-    shards = [p.grad.to_local() for p in model.parameters()]  # type: ignore[union-attr]
-    if ctx.rank == bad_rank:
-        with torch.no_grad():
-            shards[0].view(-1)[0] = float("inf")  # this rank's shard only: the others never see it
-    own_finite = all(bool(torch.isfinite(g).all()) for g in shards)
     scale_before = float(scaler.get_scale())
-    scaler.step(opt)
-    scaler.update()
-    return {"rank": ctx.rank, "own_shard_finite": own_finite, "scale_before": scale_before,
+    own_finite = [True]
+
+    # amp_step asks for the next micro-batch after the backward (and its reduce-scatter) and before
+    # unscale_/step: the moment to touch a shard
+    def one_batch_then_the_inf() -> Iterator[int]:
+        yield 0
+        shards = [p.grad.to_local() for p in model.parameters()]  # type: ignore[union-attr]
+        if ctx.rank == bad_rank:
+            with torch.no_grad():
+                shards[0].view(-1)[0] = float("inf")  # this rank's shard only: the others never see it
+        own_finite[0] = all(bool(torch.isfinite(g).all()) for g in shards)
+
+    def loss_of(_: int) -> torch.Tensor:
+        return F.cross_entropy(model(shard(x, ctx, batch)).float(), shard(y, ctx, batch))
+
+    # precision "fp32": no autocast, FSDP2's policy casts; the scaler is fp16's
+    amp_step(loss_of, one_batch_then_the_inf(), opt, scaler, precision="fp32", device=ctx.device)
+    return {"rank": ctx.rank, "own_shard_finite": own_finite[0], "scale_before": scale_before,
             "scale_after": float(scaler.get_scale()), "skipped": float(scaler.get_scale()) < scale_before,
             "params_changed": bool((_full(model) != before).any())}
 
